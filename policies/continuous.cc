@@ -1,0 +1,91 @@
+#include "policies/continuous.h"
+
+#include <string>
+
+#include "sim/options.h"
+
+namespace servesim {
+namespace {
+
+class ContinuousPolicy final : public Policy {
+ public:
+  explicit ContinuousPolicy(bool reserve_max) : reserve_max_(reserve_max) {}
+
+  void next_batch(ReplicaView& view, Time /*now*/, Batch& batch) override {
+    BlockManager& kv = view.kv();
+    const std::vector<Sequence*>& running = view.running();
+    int64_t budget = view.limits().max_num_batched_tokens;
+    bool preempted = false;
+
+    // 1. Running requests, in admission order: each computes what it has not computed yet
+    //    (one decode token).
+    for (size_t i = 0; i < running.size(); ++i) {
+      Sequence* seq = running[i];
+      const int32_t n = seq->num_uncomputed();
+      bool scheduled = true;
+      // Preempt the most recently admitted request until seq's next block fits (paged only; with
+      // kv_reserve = max the blocks were reserved at admission and this never loops).
+      while (!kv.allocate(*seq, seq->num_computed + n)) {
+        Sequence* victim = running.back();
+        view.preempt(victim);
+        preempted = true;
+        if (victim == seq) {
+          scheduled = false;
+          break;
+        }
+      }
+      if (!scheduled) break;  // seq was the last running request
+      batch.items.push_back({seq, n, seq->num_computed});
+      budget -= n;
+    }
+    if (preempted) return;  // as vLLM: no admissions in an iteration that preempted
+
+    // 2. Waiting requests, first come first served, each with its whole prompt.
+    const std::deque<Sequence*>& queue = view.waiting();
+    const auto max_seqs = static_cast<size_t>(view.limits().max_num_seqs);
+    while (!queue.empty() && running.size() < max_seqs) {
+      Sequence* seq = queue.front();
+      const int32_t n = seq->num_uncomputed();
+      if (n > view.limits().max_num_batched_tokens) {
+        view.reject(seq, std::to_string(n) + " tokens to prefill exceed max_num_batched_tokens " +
+                             std::to_string(view.limits().max_num_batched_tokens) +
+                             " (continuous batching does not split prompts; use chunked-prefill)");
+        continue;
+      }
+      const int64_t hold = reserve_max_ ? int64_t{seq->num_tokens()} + seq->max_tokens -
+                                              seq->num_output
+                                        : int64_t{seq->num_tokens()};
+      if (!kv.fits_at_all(hold)) {
+        view.reject(seq, "needs " + std::to_string(kv.blocks_for(hold)) +
+                             " KV blocks; the cache has " + std::to_string(kv.num_total()));
+        continue;
+      }
+      if (n > budget) break;                   // the token budget is spent
+      if (!kv.allocate(*seq, hold)) break;     // strict FCFS: nobody overtakes the head
+      view.admit(seq);
+      batch.items.push_back({seq, n, seq->num_computed});
+      budget -= n;
+    }
+  }
+
+  std::string_view name() const override { return "continuous"; }
+
+  toml::table options() const override {
+    return toml::table{{"kv_reserve", reserve_max_ ? "max" : "paged"}};
+  }
+
+ private:
+  const bool reserve_max_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Policy>> make_continuous_policy(const toml::table& options) {
+  OptionReader r(options, "policy");
+  const std::string reserve = r.choice("kv_reserve", "paged", {"paged", "max"});
+  r.reject_unknown();
+  if (!r.ok()) return r.error();
+  return std::unique_ptr<Policy>(std::make_unique<ContinuousPolicy>(reserve == "max"));
+}
+
+}  // namespace servesim

@@ -1,0 +1,76 @@
+// A batching policy decides, at the start of every iteration of one replica, which requests run and
+// how many tokens each computes. It sees the replica only through ReplicaView: the queue, the running
+// set, the KV block manager and the scheduler limits. It never sees the backend, the clock beyond
+// `now`, or a request's true output length.
+//
+// One Policy object serves one replica for one run; it may keep state between calls (static batching
+// remembers its current batch).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <toml++/toml.h>
+
+#include "sim/batch.h"
+#include "sim/kv_cache.h"
+#include "sim/request.h"
+#include "sim/time.h"
+
+namespace servesim {
+
+struct SchedulerLimits {
+  int32_t max_num_seqs = 256;             // sequences per iteration (vLLM's max_num_seqs)
+  int32_t max_num_batched_tokens = 8192;  // tokens computed per iteration
+};
+
+// What a policy may see and do. The replica implements it.
+class ReplicaView {
+ public:
+  virtual ~ReplicaView() = default;
+
+  // Requests waiting to be admitted, in queue order: preempted requests go back to the front.
+  virtual const std::deque<Sequence*>& waiting() const = 0;
+  // Admitted requests that hold KV blocks and have not finished, in admission order.
+  virtual const std::vector<Sequence*>& running() const = 0;
+  virtual BlockManager& kv() = 0;
+  virtual const SchedulerLimits& limits() const = 0;
+  // False once every request of the workload has arrived somewhere: waiting longer brings nothing.
+  virtual bool more_arrivals_expected() const = 0;
+
+  // Moves seq from waiting() to the back of running(); records its first scheduling time.
+  // REQUIRES: seq is in waiting(); the policy has already allocated its KV blocks.
+  virtual void admit(Sequence* seq) = 0;
+  // Preemption by recompute: frees seq's blocks, forgets its computed tokens (its output so far is
+  // kept and recomputed with the prompt), and puts it at the front of waiting().
+  // REQUIRES: seq is in running() and not in the batch being formed.
+  virtual void preempt(Sequence* seq) = 0;
+  // Gives up on a request that can never be served; `reason` is stored with it.
+  // REQUIRES: seq is in waiting().
+  virtual void reject(Sequence* seq, std::string reason) = 0;
+  // Holds seq's response until release(): it is not streamed and completes when released
+  // (static batching with release = "batch"). REQUIRES: seq is in running() or was just admitted.
+  virtual void hold_response(Sequence* seq) = 0;
+  // Completes a held response now. REQUIRES: hold_response(seq) was called and seq is done.
+  virtual void release(Sequence* seq) = 0;
+};
+
+class Policy {
+ public:
+  virtual ~Policy() = default;
+
+  // Forms the batch for the iteration that starts at `now`. `batch` arrives empty. An empty batch
+  // means the replica idles until the next arrival or finish, or until batch.wake_at if set. A
+  // policy must make progress: with nothing running and requests waiting, it admits, rejects, or
+  // sets wake_at (the simulator fails the run otherwise rather than hang).
+  virtual void next_batch(ReplicaView& view, Time now, Batch& batch) = 0;
+
+  virtual std::string_view name() const = 0;
+  // The policy's options with every default filled in, for the run's recorded configuration.
+  virtual toml::table options() const = 0;
+};
+
+}  // namespace servesim

@@ -1,0 +1,147 @@
+#include "sim/config.h"
+
+#include <sstream>
+
+#include "sim/options.h"
+
+namespace servesim {
+
+Result<toml::table> load_config_file(const std::string& path) {
+  try {
+    return toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    const auto& b = e.source().begin;
+    if (b.line == 0) return Error{path + ": cannot read config file: " + std::string(e.description())};
+    return Error{path + ":" + std::to_string(b.line) + ":" + std::to_string(b.column) +
+                 ": malformed TOML: " + std::string(e.description())};
+  }
+}
+
+Status set_path(toml::table& table, std::string_view dotted_key, toml::node&& value) {
+  toml::table* t = &table;
+  std::string_view rest = dotted_key;
+  while (true) {
+    const size_t dot = rest.find('.');
+    const std::string_view part = rest.substr(0, dot);
+    if (part.empty()) return Error{"--set " + std::string(dotted_key) + ": empty key part"};
+    if (dot == std::string_view::npos) {
+      t->insert_or_assign(part, std::move(value));
+      return Ok{};
+    }
+    toml::node* child = t->get(part);
+    if (child == nullptr) {
+      t->insert(part, toml::table{});
+      child = t->get(part);
+    }
+    if (!child->is_table()) {
+      return Error{"--set " + std::string(dotted_key) + ": '" + std::string(part) +
+                   "' is a value, not a table"};
+    }
+    t = child->as_table();
+    rest = rest.substr(dot + 1);
+  }
+}
+
+Status apply_set(toml::table& table, std::string_view assignment) {
+  const size_t eq = assignment.find('=');
+  if (eq == std::string_view::npos || eq == 0) {
+    return Error{"--set '" + std::string(assignment) + "': expected key=value, e.g. --set kv.blocks=512"};
+  }
+  const std::string_view key = assignment.substr(0, eq);
+  const std::string text(assignment.substr(eq + 1));
+  toml::table parsed;
+  bool is_value = false;
+  try {
+    parsed = toml::parse("v = " + text);
+    is_value = parsed.size() == 1 && parsed.contains("v");
+  } catch (const toml::parse_error&) {
+    is_value = false;
+  }
+  if (is_value) {
+    // Copy the value without its source position: messages then say "command line".
+    toml::node* v = parsed.get("v");
+    toml::table holder;
+    v->visit([&](const auto& x) { holder.insert("v", x); });
+    return set_path(table, key, std::move(*holder.get("v")));
+  }
+  if (text.empty()) return Error{"--set " + std::string(key) + ": empty value"};
+  return set_path(table, key, toml::value<std::string>(text));
+}
+
+Result<RunConfig> resolve_config(toml::table table) {
+  RunConfig c;
+  OptionReader top(table, "");
+  c.trace = top.string("trace", "");
+  c.backend = top.string("backend", c.backend);
+  c.hardware = top.string("hardware", "");
+  c.model = top.string("model", "");
+  c.db = top.string("db", c.db);
+  c.name = top.string("name", "");
+  if (table.contains("seed")) {
+    c.seed = static_cast<uint64_t>(top.integer("seed", 0, 0, INT64_MAX));
+  } else {
+    top.allow("seed");
+  }
+  const int64_t kMax32 = INT32_MAX;
+  c.max_num_seqs = static_cast<int32_t>(top.integer("max_num_seqs", c.max_num_seqs, 1, 1 << 20));
+  c.max_num_batched_tokens = static_cast<int32_t>(
+      top.integer("max_num_batched_tokens", c.max_num_batched_tokens, 1, kMax32));
+  c.max_tokens = static_cast<int32_t>(top.integer("max_tokens", c.max_tokens, 1, kMax32));
+  c.gpu_memory_utilization = top.number("gpu_memory_utilization", c.gpu_memory_utilization, 0.01, 1.0);
+  c.tp = static_cast<int32_t>(top.integer("tp", c.tp, 1, 1024));
+  c.replicas = static_cast<int32_t>(top.integer("replicas", c.replicas, 1, 4096));
+
+  if (const toml::table* policy = top.table("policy")) {
+    OptionReader p(*policy, "policy");
+    c.policy = p.string("name", c.policy);
+    if (!p.ok()) return p.error();
+  }
+  if (const toml::table* kv = top.table("kv")) {
+    OptionReader k(*kv, "kv");
+    c.block_size = static_cast<int32_t>(k.integer("block_size", c.block_size, 1, 1 << 16));
+    c.kv_blocks = k.integer("blocks", c.kv_blocks, 0, kMax32);
+    k.reject_unknown();
+    if (!k.ok()) return k.error();
+  }
+  top.reject_unknown();
+  if (!top.ok()) return top.error();
+  if (toml::table* policy = table.get_as<toml::table>("policy")) {
+    // Moved, not copied: moving keeps each value's file position for the policy's messages.
+    c.policy_options = std::move(*policy);
+    c.policy_options.erase("name");
+  }
+  if (c.max_num_batched_tokens < c.max_num_seqs) {
+    return Error{"max_num_batched_tokens (" + std::to_string(c.max_num_batched_tokens) +
+                 ") must be at least max_num_seqs (" + std::to_string(c.max_num_seqs) +
+                 "), as vLLM requires: every running sequence needs a token each iteration"};
+  }
+  return c;
+}
+
+std::string config_to_toml(const RunConfig& c, const toml::table& policy_options) {
+  toml::table t;
+  t.insert("trace", c.trace);
+  t.insert("backend", c.backend);
+  if (!c.hardware.empty()) t.insert("hardware", c.hardware);
+  if (!c.model.empty()) t.insert("model", c.model);
+  t.insert("db", c.db);
+  if (c.seed) t.insert("seed", static_cast<int64_t>(*c.seed));
+  if (!c.name.empty()) t.insert("name", c.name);
+  t.insert("max_num_seqs", c.max_num_seqs);
+  t.insert("max_num_batched_tokens", c.max_num_batched_tokens);
+  t.insert("max_tokens", c.max_tokens);
+  t.insert("gpu_memory_utilization", c.gpu_memory_utilization);
+  t.insert("tp", c.tp);
+  t.insert("replicas", c.replicas);
+  toml::table policy = policy_options;
+  policy.insert_or_assign("name", c.policy);
+  t.insert("policy", std::move(policy));
+  toml::table kv{{"block_size", c.block_size}};
+  if (c.kv_blocks >= 0) kv.insert("blocks", c.kv_blocks);
+  t.insert("kv", std::move(kv));
+  std::ostringstream out;
+  out << toml::toml_formatter(t);
+  return out.str();
+}
+
+}  // namespace servesim

@@ -1,0 +1,71 @@
+// The run configuration: every setting of one run, from defaults, a --config TOML file, the command
+// line's named options and --set key=value overrides, in that order of precedence (later wins).
+//
+// Keys (TOML / --set):           command line             default
+//   trace                        --trace FILE             (required)
+//   policy.name                  --policy NAME            "continuous"
+//   policy.<option>              --set policy.X=V         the policy's own defaults
+//   backend                      --backend NAME           "unit"
+//   hardware, model              --hardware, --model      "" (used by hardware-aware backends)
+//   db                           --db FILE                "sim.db"
+//   seed                         --seed N                 the workload's own seed
+//   name                         --name TEXT              "" (the run's label)
+//   max_num_seqs                 --max-num-seqs N         256   (vLLM's offline default)
+//   max_num_batched_tokens       --max-num-batched-tokens 8192  (vLLM's offline default)
+//   max_tokens                   --set max_tokens=N       2048 for requests that give none
+//   kv.block_size                --block-size N           16
+//   kv.blocks                    --set kv.blocks=N        from the backend (unit: unlimited)
+//   gpu_memory_utilization       --gpu-memory-utilization 0.9
+//   tp                           --tp N                   1
+//   replicas                     --replicas N             1
+// The configuration is immutable once resolved; derived values (KV blocks) live elsewhere.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <toml++/toml.h>
+
+#include "sim/result.h"
+
+namespace servesim {
+
+struct RunConfig {
+  std::string trace;                   // as given (a file or a preset name)
+  std::string policy = "continuous";
+  toml::table policy_options;          // [policy] without `name`, checked by the policy itself
+  std::string backend = "unit";
+  std::string hardware;
+  std::string model;
+  std::string db = "sim.db";
+  std::optional<uint64_t> seed;        // overrides the workload's seed
+  std::string name;
+  int32_t max_num_seqs = 256;          // sequences per iteration
+  int32_t max_num_batched_tokens = 8192;  // tokens per iteration
+  int32_t max_tokens = 2048;           // output limit of requests that give none
+  int32_t block_size = 16;             // tokens per KV block
+  int64_t kv_blocks = -1;              // KV blocks per replica; -1: from the backend
+  double gpu_memory_utilization = 0.9; // fraction of device memory for weights, activations, KV
+  int32_t tp = 1;                      // tensor-parallel degree
+  int32_t replicas = 1;
+};
+
+// Reads a --config file into a table (values keep their file positions for messages).
+Result<toml::table> load_config_file(const std::string& path);
+
+// Applies one --set override "key=value" (dotted key; the value is read as a TOML value, and as a
+// plain string when it is not one: --set policy.release=batch).
+Status apply_set(toml::table& table, std::string_view assignment);
+
+// Sets `dotted_key` to `value` in `table`, creating tables on the way.
+Status set_path(toml::table& table, std::string_view dotted_key, toml::node&& value);
+
+// Checks every key and value and builds the configuration.
+Result<RunConfig> resolve_config(toml::table table);
+
+// The fully resolved configuration as TOML text, with the policy's resolved options.
+std::string config_to_toml(const RunConfig& config, const toml::table& policy_options);
+
+}  // namespace servesim

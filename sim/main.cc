@@ -1,0 +1,120 @@
+// The `sim` executable: dispatches to `run` (the default), `report` and `list`.
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <boost/program_options.hpp>
+
+#include "analysis/report.h"
+#include "backends/registry.h"
+#include "policies/registry.h"
+#include "sim/cli.h"
+#include "sim/presets.h"
+
+namespace servesim {
+namespace po = boost::program_options;
+namespace {
+
+void print_overview(std::ostream& out) {
+  out << "servesim " << SERVESIM_VERSION << ": a discrete-event simulator of LLM inference serving.\n\n"
+         "Usage:\n"
+         "  sim [run] --trace FILE [--policy NAME] [options]   simulate a workload into sim.db\n"
+         "  sim report [--db FILE] [--run ID] [--format text|json|csv]\n"
+         "  sim list policies|backends|hardware|models\n\n"
+         "Start with:\n"
+         "  sim --policy continuous --trace pareto.toml\n"
+         "  sim report\n\n"
+         "`sim run --help` lists every run option.\n";
+}
+
+int report_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  po::options_description o("Options of `sim report`");
+  o.add_options()("db", po::value<std::string>()->default_value("sim.db")->value_name("FILE"),
+                  "database to read")(
+      "run", po::value<int64_t>()->value_name("ID"), "run id (default: the latest run)")(
+      "format", po::value<std::string>()->default_value("text")->value_name("FMT"),
+      "text | json | csv")("help,h", "show this help");
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(o).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    err << "sim report: " << e.what() << "\nTry 'sim report --help'.\n";
+    return kExitBadInput;
+  }
+  if (vm.count("help") != 0) {
+    out << "Usage: sim report [--db FILE] [--run ID] [--format text|json|csv]\n"
+           "Prints a logged run's summary metrics.\n\n"
+        << o;
+    return kExitOk;
+  }
+  Result<ReportFormat> format = parse_report_format(vm["format"].as<std::string>());
+  if (!format.ok()) {
+    err << "sim report: --format: " << format.error().message << "\n";
+    return kExitBadInput;
+  }
+  std::optional<int64_t> run;
+  if (vm.count("run") != 0) run = vm["run"].as<int64_t>();
+  Status s = print_report(vm["db"].as<std::string>(), run, format.value(), out);
+  if (!s.ok()) {
+    err << "sim report: " << s.error().message << "\n";
+    return kExitBadInput;
+  }
+  return kExitOk;
+}
+
+int list_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  const std::string what = args.empty() ? "" : args.front();
+  if (args.size() > 1 || (what != "policies" && what != "backends" && what != "hardware" &&
+                          what != "models")) {
+    err << "sim list: expected one of: policies, backends, hardware, models\n";
+    return what == "--help" || what == "-h" ? kExitOk : kExitBadInput;
+  }
+  if (what == "policies") {
+    for (const PolicyInfo& p : policy_registry()) {
+      out << p.name << "\n  " << p.summary << "\n  options: " << p.options_help << "\n";
+    }
+  } else if (what == "backends") {
+    for (const BackendInfo& b : backend_registry()) out << b.name << "\n  " << b.summary << "\n";
+  } else {
+    const PresetKind kind = what == "hardware" ? PresetKind::kHardware : PresetKind::kModel;
+    const std::vector<std::string> names = list_presets(kind);
+    if (names.empty()) out << "(no " << what << " presets are shipped in this version)\n";
+    for (const std::string& n : names) out << n << "\n";
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+int sim_main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  if (args.empty()) {
+    print_overview(out);
+    return kExitBadInput;
+  }
+  const std::string& first = args.front();
+  const std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (first == "--help" || first == "-h" || first == "help") {
+    print_overview(out);
+    return kExitOk;
+  }
+  if (first == "--version") {
+    out << "servesim " << SERVESIM_VERSION << "\n";
+    return kExitOk;
+  }
+  if (first == "run") return run_command(rest, out, err);
+  if (first == "report") return report_command(rest, out, err);
+  if (first == "list") return list_command(rest, out, err);
+  if (!first.empty() && first[0] != '-') {
+    err << "sim: unknown command '" << first << "' (commands: run, report, list). Try 'sim --help'.\n";
+    return kExitBadInput;
+  }
+  return run_command(args, out, err);
+}
+
+}  // namespace servesim
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  return servesim::sim_main(args, std::cout, std::cerr);
+}

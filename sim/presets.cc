@@ -1,0 +1,91 @@
+#include "sim/presets.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+
+namespace servesim {
+namespace fs = std::filesystem;
+namespace {
+
+const char* subdir(PresetKind kind) {
+  switch (kind) {
+    case PresetKind::kWorkload: return "workloads";
+    case PresetKind::kHardware: return "hardware";
+    case PresetKind::kModel: return "models";
+  }
+  return "";
+}
+
+std::vector<std::string> extensions(PresetKind kind) {
+  switch (kind) {
+    case PresetKind::kWorkload: return {"", ".toml", ".csv", ".jsonl"};
+    case PresetKind::kHardware: return {"", ".toml"};
+    case PresetKind::kModel: return {"", ".json"};
+  }
+  return {""};
+}
+
+bool is_file(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_regular_file(p, ec);
+}
+
+}  // namespace
+
+std::vector<std::string> data_dirs() {
+  std::vector<std::string> dirs;
+  if (const char* env = std::getenv("SERVESIM_DATA"); env != nullptr && *env != '\0') {
+    dirs.emplace_back(env);
+  }
+  dirs.emplace_back(SERVESIM_INSTALL_DATA_DIR);
+  dirs.emplace_back(SERVESIM_SOURCE_DATA_DIR);
+  std::vector<std::string> existing;
+  for (const std::string& d : dirs) {
+    std::error_code ec;
+    if (fs::is_directory(d, ec) && std::find(existing.begin(), existing.end(), d) == existing.end()) {
+      existing.push_back(d);
+    }
+  }
+  return existing;
+}
+
+Result<std::string> resolve_preset(std::string_view value, PresetKind kind, std::string_view option) {
+  const std::string v(value);
+  if (is_file(v)) return v;
+  const fs::path name(v);
+  if (name.has_parent_path()) {
+    return Error{std::string(option) + ": no such file '" + v + "'"};
+  }
+  for (const std::string& dir : data_dirs()) {
+    for (const std::string& ext : extensions(kind)) {
+      const fs::path p = fs::path(dir) / subdir(kind) / (v + ext);
+      if (is_file(p)) return p.string();
+    }
+  }
+  std::string known;
+  for (const std::string& p : list_presets(kind)) known += (known.empty() ? "" : ", ") + p;
+  return Error{std::string(option) + ": no file '" + v + "' in the working directory, and no " +
+               subdir(kind) + " preset of that name (presets: " +
+               (known.empty() ? std::string("none installed") : known) + ")"};
+}
+
+std::vector<std::string> list_presets(PresetKind kind) {
+  for (const std::string& dir : data_dirs()) {
+    std::set<std::string> names;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(fs::path(dir) / subdir(kind), ec)) {
+      if (!e.is_regular_file()) continue;
+      const std::string ext = e.path().extension().string();
+      const auto exts = extensions(kind);
+      if (!ext.empty() && std::find(exts.begin(), exts.end(), ext) != exts.end()) {
+        names.insert(e.path().filename().string());
+      }
+    }
+    if (!names.empty()) return {names.begin(), names.end()};
+  }
+  return {};
+}
+
+}  // namespace servesim

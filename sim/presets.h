@@ -1,0 +1,27 @@
+// Shipped presets (example workloads, hardware files, model files) and how a name on the command
+// line finds one. A value that names an existing file is that file; otherwise it is looked up in the
+// data folders, in order: $SERVESIM_DATA, the installed data folder, the source tree's data/ (for runs
+// from a build folder). So `sim --trace pareto.toml` works from any directory.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sim/result.h"
+
+namespace servesim {
+
+enum class PresetKind { kWorkload, kHardware, kModel };
+
+// The data folders that exist, in lookup order.
+std::vector<std::string> data_dirs();
+
+// The file `value` names: itself if it exists, else a preset of that name (the extension may be
+// left out). The error names the option, says where it looked and lists the presets.
+Result<std::string> resolve_preset(std::string_view value, PresetKind kind, std::string_view option);
+
+// Preset file names of a kind (from the first data folder that has any), sorted.
+std::vector<std::string> list_presets(PresetKind kind);
+
+}  // namespace servesim

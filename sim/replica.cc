@@ -1,0 +1,151 @@
+#include "sim/replica.h"
+
+#include <algorithm>
+#include <cassert>
+#include <utility>
+
+namespace servesim {
+
+Replica::Replica(int32_t id, SchedulerLimits limits, BlockManager kv, std::unique_ptr<Policy> policy,
+                 std::unique_ptr<Backend> backend, std::span<Recorder* const> recorders,
+                 const bool* more_arrivals)
+    : id_(id),
+      limits_(limits),
+      kv_(std::move(kv)),
+      policy_(std::move(policy)),
+      backend_(std::move(backend)),
+      recorders_(recorders),
+      more_arrivals_(more_arrivals) {
+  batch_.items.reserve(static_cast<size_t>(limits.max_num_seqs));
+}
+
+void Replica::enqueue(Request* r, Time now) {
+  now_ = now;
+  r->replica = static_cast<int16_t>(id_);
+  r->status = RequestStatus::kWaiting;
+  waiting_.push_back(r);
+  if (!kv_.fits_at_all(r->prompt_tokens)) {
+    reject(r, "prompt of " + std::to_string(r->prompt_tokens) + " tokens needs " +
+                  std::to_string(kv_.blocks_for(r->prompt_tokens)) + " KV blocks; the cache has " +
+                  std::to_string(kv_.num_total()));
+  }
+}
+
+Time Replica::start_iteration(Time now) {
+  assert(!busy_);
+  now_ = now;
+  batch_.clear();
+  policy_->next_batch(*this, now, batch_);
+  wake_at_ = batch_.wake_at;
+  if (batch_.empty()) return kNever;
+
+  record_ = IterationRecord{};
+  record_.replica = id_;
+  record_.step = step_;
+  record_.start = now;
+  for (const BatchItem& item : batch_.items) {
+    const Sequence& s = *item.seq;
+    const bool decode = item.padding || (s.num_output > 0 && s.num_uncomputed() == 1);
+    (decode ? record_.decode_tokens : record_.prefill_tokens) += item.new_tokens;
+  }
+  record_.num_seqs = static_cast<int32_t>(batch_.items.size());
+  record_.kv_blocks_used = kv_.num_used();
+  record_.kv_blocks_total = kv_.num_total();
+
+  const IterationResult result = backend_->run(batch_);
+  assert(result.duration > 0);
+  record_.duration = result.duration;
+  record_.predicted = result.predicted;
+  busy_ = true;
+  return now + result.duration;
+}
+
+void Replica::finish_iteration(Time now) {
+  assert(busy_);
+  now_ = now;
+  bool any_done = false;
+  for (BatchItem& item : batch_.items) {
+    if (item.padding) continue;
+    Request& r = req(item.seq);
+    r.num_computed += item.new_tokens;
+    assert(r.num_computed <= r.num_tokens());
+    if (r.num_computed < r.num_tokens()) continue;  // a prompt chunk that did not finish the prompt
+    // Every token is computed: the forward pass produced the next output token.
+    item.emitted = true;
+    ++record_.emitted;
+    ++r.num_output;
+    if (!r.held) {
+      if (r.first_token < 0) {
+        r.first_token = now;
+      } else {
+        item.token_gap = now - r.last_token;
+      }
+    }
+    r.last_token = now;
+    if (r.generation_done()) {
+      any_done = true;
+      r.status = RequestStatus::kDone;
+      kv_.free(r);
+      std::vector<int32_t>().swap(r.block_table);  // a finished request keeps no memory
+      if (!r.held) complete(r);
+    }
+  }
+  if (any_done) {
+    std::erase_if(running_, [](const Sequence* s) { return s->status == RequestStatus::kDone; });
+  }
+  for (Recorder* rec : recorders_) rec->on_iteration(record_, batch_.items);
+  ++step_;
+  busy_ = false;
+}
+
+void Replica::complete(Request& r) {
+  r.finished = now_;
+  for (Recorder* rec : recorders_) rec->on_request(r);
+}
+
+void Replica::admit(Sequence* seq) {
+  if (!waiting_.empty() && waiting_.front() == seq) {
+    waiting_.pop_front();
+  } else {
+    auto it = std::find(waiting_.begin(), waiting_.end(), seq);
+    assert(it != waiting_.end());
+    waiting_.erase(it);
+  }
+  seq->status = RequestStatus::kRunning;
+  running_.push_back(seq);
+  Request& r = req(seq);
+  if (r.scheduled < 0) r.scheduled = now_;
+}
+
+void Replica::preempt(Sequence* seq) {
+  auto it = std::find(running_.rbegin(), running_.rend(), seq);
+  assert(it != running_.rend());
+  running_.erase(std::next(it).base());
+  kv_.free(*seq);
+  seq->num_computed = 0;  // recompute: the prompt and the output so far are prefilled again
+  ++seq->preemptions;
+  seq->status = RequestStatus::kWaiting;
+  waiting_.push_front(seq);
+}
+
+void Replica::reject(Sequence* seq, std::string reason) {
+  auto it = std::find(waiting_.begin(), waiting_.end(), seq);
+  assert(it != waiting_.end());
+  waiting_.erase(it);
+  kv_.free(*seq);
+  Request& r = req(seq);
+  r.status = RequestStatus::kRejected;
+  r.reason = std::move(reason);
+  for (Recorder* rec : recorders_) rec->on_request(r);
+}
+
+void Replica::hold_response(Sequence* seq) { req(seq).held = true; }
+
+void Replica::release(Sequence* seq) {
+  Request& r = req(seq);
+  assert(r.held && r.status == RequestStatus::kDone);
+  r.first_token = now_;  // nothing was streamed: the whole response arrives now
+  complete(r);
+}
+
+}  // namespace servesim

@@ -1,0 +1,83 @@
+// One model replica: its queue, its running set, its KV block manager, its policy and its backend.
+// The simulator drives it: enqueue() at arrivals, start_iteration() when it is idle, and
+// finish_iteration() when the iteration's end event fires. The replica applies an iteration's
+// results (tokens computed, tokens emitted, requests finished) and reports them to the recorders.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "policies/policy.h"
+#include "sim/batch.h"
+#include "sim/event_queue.h"
+#include "sim/kv_cache.h"
+#include "sim/recorder.h"
+#include "sim/request.h"
+
+namespace servesim {
+
+class Replica final : public ReplicaView {
+ public:
+  // `more_arrivals` points at the simulator's flag; recorders outlive the replica.
+  Replica(int32_t id, SchedulerLimits limits, BlockManager kv, std::unique_ptr<Policy> policy,
+          std::unique_ptr<Backend> backend, std::span<Recorder* const> recorders,
+          const bool* more_arrivals);
+
+  // A request arrives (status kPending -> kWaiting), or is rejected at once if its prompt alone
+  // could never fit in KV memory.
+  void enqueue(Request* r, Time now);
+
+  bool busy() const { return busy_; }
+  // Asks the policy for a batch at `now` and starts it. Returns the iteration's end time, or kNever
+  // if the batch was empty (then wake_at() says when the policy wants to be asked again).
+  // REQUIRES: !busy()
+  Time start_iteration(Time now);
+  Time wake_at() const { return wake_at_; }
+  // Applies the running iteration's results at its end time `now`. REQUIRES: busy()
+  void finish_iteration(Time now);
+  // Requests still waiting or running (not done, not rejected).
+  size_t outstanding() const { return waiting_.size() + running_.size(); }
+  int64_t steps() const { return step_; }
+  int64_t kv_blocks_used() const { return kv_.num_used(); }
+  const Policy& policy() const { return *policy_; }
+
+  // ReplicaView
+  const std::deque<Sequence*>& waiting() const override { return waiting_; }
+  const std::vector<Sequence*>& running() const override { return running_; }
+  BlockManager& kv() override { return kv_; }
+  const SchedulerLimits& limits() const override { return limits_; }
+  bool more_arrivals_expected() const override { return *more_arrivals_; }
+  void admit(Sequence* seq) override;
+  void preempt(Sequence* seq) override;
+  void reject(Sequence* seq, std::string reason) override;
+  void hold_response(Sequence* seq) override;
+  void release(Sequence* seq) override;
+
+ private:
+  static Request& req(Sequence* s) { return *static_cast<Request*>(s); }
+  void complete(Request& r);
+
+  const int32_t id_;
+  const SchedulerLimits limits_;
+  BlockManager kv_;
+  std::unique_ptr<Policy> policy_;
+  std::unique_ptr<Backend> backend_;
+  std::span<Recorder* const> recorders_;
+  const bool* more_arrivals_;
+
+  std::deque<Sequence*> waiting_;
+  std::vector<Sequence*> running_;
+  Batch batch_;              // the iteration in flight; its buffer is reused
+  IterationRecord record_;   // the iteration in flight
+  Time now_ = 0;             // time of the current decision (for admit / release)
+  Time wake_at_ = kNever;
+  int64_t step_ = 0;
+  bool busy_ = false;
+};
+
+}  // namespace servesim

@@ -1,0 +1,103 @@
+// Test helpers: run a policy over a list of requests in-process with the unit backend and capture
+// what the recorders saw.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <toml++/toml.h>
+
+#include "backends/unit.h"
+#include "policies/registry.h"
+#include "sim/recorder.h"
+#include "sim/simulator.h"
+
+namespace servesim::testing {
+
+struct CapturedItem {
+  int32_t index;
+  int32_t new_tokens;
+  int32_t context_tokens;
+  bool padding;
+  bool emitted;
+};
+
+struct CapturedIteration {
+  IterationRecord record;
+  std::vector<CapturedItem> items;
+};
+
+class CaptureRecorder : public Recorder {
+ public:
+  void on_iteration(const IterationRecord& it, std::span<const BatchItem> items) override {
+    CapturedIteration c{it, {}};
+    for (const BatchItem& b : items) {
+      c.items.push_back({b.seq->index, b.new_tokens, b.context_tokens, b.padding, b.emitted});
+    }
+    iterations.push_back(std::move(c));
+  }
+  void on_request(const Request& r) override { requests.push_back(r); }
+  void on_run_end(RunOutcome outcome, const std::string& error) override {
+    ++ends;
+    this->outcome = outcome;
+    this->error = error;
+  }
+  std::vector<CapturedIteration> iterations;
+  std::vector<Request> requests;  // copies, in the order they were settled
+  int ends = 0;
+  RunOutcome outcome = RunOutcome::kDone;
+  std::string error;
+
+  const Request& by_id(const std::string& id) const {
+    for (const Request& r : requests) {
+      if (r.id() == id) return r;
+    }
+    ADD_FAILURE() << "no request " << id;
+    return requests.front();
+  }
+};
+
+inline RequestSpec spec(std::string id, double arrival_s, int32_t prompt, int32_t output,
+                        int32_t max_tokens = 0) {
+  RequestSpec s;
+  s.id = std::move(id);
+  s.arrival = from_seconds(arrival_s);
+  s.prompt_tokens = prompt;
+  s.output_tokens = output;
+  s.max_tokens = max_tokens;
+  return s;
+}
+
+struct Run {
+  std::unique_ptr<Simulator> sim;
+  CaptureRecorder capture;
+  RunResult result;
+};
+
+// Runs `policy` (with [policy] options given as TOML text) over specs with the unit backend.
+inline std::unique_ptr<Run> simulate(const std::vector<RequestSpec>& specs, const std::string& policy,
+                                     const std::string& options_toml, SimOptions options) {
+  auto run = std::make_unique<Run>();
+  Result<const PolicyInfo*> info = find_policy(policy);
+  EXPECT_TRUE(info.ok()) << policy;
+  toml::table opts = toml::parse(options_toml);
+  std::vector<std::unique_ptr<Policy>> policies;
+  std::vector<std::unique_ptr<Backend>> backends;
+  for (int32_t i = 0; i < options.replicas; ++i) {
+    Result<std::unique_ptr<Policy>> p = info.value()->make(opts);
+    EXPECT_TRUE(p.ok()) << (p.ok() ? "" : p.error().message);
+    policies.push_back(std::move(p.value()));
+    backends.push_back(std::make_unique<UnitBackend>());
+  }
+  run->sim = std::make_unique<Simulator>(specs, options, std::move(policies), std::move(backends),
+                                         std::vector<Recorder*>{&run->capture});
+  run->result = run->sim->run();
+  return run;
+}
+
+inline double secs(Time t) { return to_seconds(t); }
+
+}  // namespace servesim::testing
