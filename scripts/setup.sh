@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# One command from a fresh clone to a simulated run: installs the Debian dependencies, builds
+# servesim, installs `sim` (and its presets) on the PATH, and runs the example workload.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DSERVESIM_TESTS=OFF
+cmake --build build -j2
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+$SUDO cmake --install build
+echo
+echo "servesim: installed $(command -v sim). Running the example:"
+echo "  sim --policy continuous --trace pareto.toml"
+sim --policy continuous --trace pareto.toml

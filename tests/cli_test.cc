@@ -1,0 +1,242 @@
+// End-to-end tests of the `sim` executable, run as a user would run it.
+#include <signal.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+namespace {
+namespace fs = std::filesystem;
+
+const std::string kSim = SERVESIM_SIM_BINARY;
+const std::string kData = std::string(SERVESIM_TEST_DATA_DIR) + "/../../data";
+
+struct Outcome {
+  int status;
+  std::string output;  // stdout and stderr together
+};
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::path(::testing::TempDir()) /
+           ("cli_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+
+  Outcome sim(const std::vector<std::string>& args) const {
+    std::string cmd = "cd " + quote(dir_.string()) + " && " + quote(kSim);
+    for (const std::string& a : args) cmd += " " + quote(a);
+    cmd += " 2>&1";
+    Outcome o{-1, ""};
+    FILE* p = popen(cmd.c_str(), "r");
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) o.output.append(buf, n);
+    const int st = pclose(p);
+    o.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return o;
+  }
+
+  std::string write(const std::string& name, const std::string& text) const {
+    const fs::path p = dir_ / name;
+    std::ofstream(p) << text;
+    return p.string();
+  }
+
+  // One value from the run's database; "NULL" for SQL NULL, "" when there is no row.
+  std::string query(const std::string& sql, const std::string& db = "sim.db") const {
+    sqlite3* h = nullptr;
+    std::string out;
+    if (sqlite3_open_v2((dir_ / db).c_str(), &h, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+      sqlite3_stmt* st = nullptr;
+      if (sqlite3_prepare_v2(h, sql.c_str(), -1, &st, nullptr) == SQLITE_OK &&
+          sqlite3_step(st) == SQLITE_ROW) {
+        const unsigned char* t = sqlite3_column_text(st, 0);
+        out = t != nullptr ? reinterpret_cast<const char*>(t) : "NULL";
+      }
+      sqlite3_finalize(st);
+    }
+    sqlite3_close(h);
+    return out;
+  }
+  double metric(const std::string& name) const {
+    return std::stod(query("SELECT value FROM metrics WHERE name = '" + name +
+                           "' AND run_id = (SELECT max(id) FROM runs)"));
+  }
+  double req(const std::string& id, const std::string& col) const {
+    return std::stod(query("SELECT " + col + " FROM requests WHERE id = '" + id +
+                           "' AND run_id = (SELECT max(id) FROM runs)"));
+  }
+
+  fs::path dir_;
+};
+
+const std::string kToy = kData + "/workloads/seed-toy.toml";
+
+TEST_F(Cli, StaticReproducesTheFirstSeed) {
+  Outcome o = sim({"--backend", "unit", "--policy", "static", "--max-num-seqs", "3", "--trace", kToy});
+  ASSERT_EQ(o.status, 0) << o.output;
+  EXPECT_NE(o.output.find("Serving Benchmark Result"), std::string::npos);
+  EXPECT_EQ(query("SELECT count(*) FROM requests"), "5");
+  EXPECT_EQ(query("SELECT status FROM runs"), "done");
+  for (const char* id : {"A", "B", "C"}) EXPECT_EQ(req(id, "scheduled"), 0) << id;
+  EXPECT_EQ(req("D", "scheduled"), 8);
+  EXPECT_EQ(req("E", "scheduled"), 8);
+  EXPECT_EQ(req("D", "finished"), 12);
+  EXPECT_EQ(req("E", "finished"), 11);
+  EXPECT_NEAR(metric("duration"), 12, 1e-9);
+  EXPECT_NEAR(metric("queue_mean"), 2.0, 1e-9);
+  EXPECT_NEAR(metric("e2el_mean"), 6.6, 1e-9);
+  EXPECT_NEAR(metric("slot_utilization"), 0.6389, 1e-4);
+  EXPECT_NEAR(metric("output_throughput"), 1.9167, 1e-4);
+}
+
+TEST_F(Cli, ContinuousReproducesTheFirstSeed) {
+  Outcome o = sim({"--backend", "unit", "--policy", "continuous", "--max-num-seqs", "3", "--trace", kToy});
+  ASSERT_EQ(o.status, 0) << o.output;
+  EXPECT_EQ(req("D", "scheduled"), 3);
+  EXPECT_EQ(req("E", "scheduled"), 5);
+  EXPECT_NEAR(metric("duration"), 8, 1e-9);
+  EXPECT_NEAR(metric("queue_mean"), 0.4, 1e-9);
+  EXPECT_NEAR(metric("e2el_mean"), 5.0, 1e-9);
+  EXPECT_NEAR(metric("slot_utilization"), 0.9583, 1e-4);
+  EXPECT_NEAR(metric("output_throughput"), 2.875, 1e-4);
+}
+
+TEST_F(Cli, StaticReproducesTheSecondSeedsBatcher) {
+  Outcome o = sim({"--policy", "static", "--max-num-seqs", "3", "--set", "policy.max_wait=inf",
+                   "--set", "policy.release=batch", "--trace", kToy});
+  ASSERT_EQ(o.status, 0) << o.output;
+  for (const char* id : {"A", "B", "C"}) EXPECT_EQ(req(id, "finished"), 8) << id;
+  for (const char* id : {"D", "E"}) EXPECT_EQ(req(id, "finished"), 12) << id;
+  const std::string config = query("SELECT config FROM runs");
+  EXPECT_NE(config.find("release = 'batch'"), std::string::npos) << config;
+}
+
+TEST_F(Cli, PresetsAreFoundFromAnyDirectory) {
+  Outcome o = sim({"--policy", "continuous", "--trace", "pareto.toml"});
+  ASSERT_EQ(o.status, 0) << o.output;
+  EXPECT_EQ(query("SELECT count(*) FROM requests WHERE status = 'finished'"), "1000");
+  Outcome missing = sim({"--trace", "nope.toml"});
+  EXPECT_EQ(missing.status, 2);
+  EXPECT_NE(missing.output.find("pareto.toml"), std::string::npos) << missing.output;
+}
+
+TEST_F(Cli, RunsAppendAndReportReadsThemBack) {
+  ASSERT_EQ(sim({"--policy", "static", "--max-num-seqs", "3", "--trace", kToy}).status, 0);
+  ASSERT_EQ(sim({"--policy", "continuous", "--max-num-seqs", "3", "--trace", kToy, "--name", "second"}).status, 0);
+  EXPECT_EQ(query("SELECT count(*) FROM runs"), "2");
+  Outcome text = sim({"report"});
+  ASSERT_EQ(text.status, 0) << text.output;
+  EXPECT_NE(text.output.find("continuous"), std::string::npos);
+  Outcome json = sim({"report", "--run", "1", "--format", "json"});
+  ASSERT_EQ(json.status, 0) << json.output;
+  EXPECT_NE(json.output.find("\"duration\": 12"), std::string::npos) << json.output;
+  Outcome csv = sim({"report", "--format", "csv"});
+  EXPECT_NE(csv.output.find("duration,8"), std::string::npos) << csv.output;
+  EXPECT_EQ(sim({"report", "--run", "9"}).status, 2);
+}
+
+struct BadInput {
+  const char* name;
+  const char* toml;
+  const char* expect[3];  // substrings of the message: file, line, key
+};
+
+TEST_F(Cli, BadInputExitsTwoWithFileLineKeyAndWritesNoRun) {
+  const BadInput cases[] = {
+      {"malformed", "[[request]]\noutput_tokens = = 3\n", {"malformed.toml:2", "", ""}},
+      {"negative", "[[request]]\nid = \"A\"\n\n[[request]]\noutput_tokens = -3\n",
+       {"negative.toml:5", "output_tokens", ""}},
+      {"missing", "[[request]]\nprompt_tokens = 4\n", {"missing.toml:", "output_tokens", ""}},
+      {"unknown_key", "[[request]]\noutput_tokens = 3\noutptu = 1\n", {"unknown_key.toml:3", "outptu", ""}},
+      {"unknown_dist",
+       "[generate]\nrequests = 5\n[generate.arrival]\nprocess = \"poisson\"\nrate = 1.0\n"
+       "[generate.output_tokens]\ndist = \"gauss\"\n",
+       {"unknown_dist.toml:7", "dist", "pareto"}},
+      {"zero_rate",
+       "[generate]\nrequests = 5\n[generate.arrival]\nprocess = \"poisson\"\nrate = 0\n"
+       "[generate.output_tokens]\ndist = \"fixed\"\nvalue = 3\n",
+       {"zero_rate.toml:5", "rate", ""}},
+  };
+  for (const BadInput& c : cases) {
+    const std::string path = write(std::string(c.name) + ".toml", c.toml);
+    Outcome o = sim({"--trace", path, "--db", "bad.db"});
+    EXPECT_EQ(o.status, 2) << c.name << ": " << o.output;
+    for (const char* s : c.expect) EXPECT_NE(o.output.find(s), std::string::npos) << c.name << ": " << o.output;
+    EXPECT_EQ(o.output.find("Serving Benchmark"), std::string::npos) << c.name;
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "bad.db")) << "bad input must not create a run";
+
+  Outcome policy = sim({"--policy", "fifo", "--trace", kToy});
+  EXPECT_EQ(policy.status, 2);
+  EXPECT_NE(policy.output.find("known: static, continuous"), std::string::npos) << policy.output;
+  Outcome option = sim({"--policy", "static", "--set", "policy.release=never", "--trace", kToy});
+  EXPECT_EQ(option.status, 2);
+  EXPECT_NE(option.output.find("policy.release"), std::string::npos) << option.output;
+  Outcome flag = sim({"--max-num-seqs", "lots", "--trace", kToy});
+  EXPECT_EQ(flag.status, 2);
+  Outcome config = sim({"--config", write("c.toml", "polcy = 3\n"), "--trace", kToy});
+  EXPECT_EQ(config.status, 2);
+  EXPECT_NE(config.output.find("c.toml:1:"), std::string::npos) << config.output;
+  EXPECT_FALSE(fs::exists(dir_ / "sim.db"));
+}
+
+TEST_F(Cli, HelpAndListAreUseful) {
+  Outcome help = sim({"--help"});
+  EXPECT_EQ(help.status, 0);
+  EXPECT_NE(help.output.find("sim report"), std::string::npos);
+  Outcome run_help = sim({"run", "--help"});
+  EXPECT_EQ(run_help.status, 0);
+  EXPECT_NE(run_help.output.find("--max-num-seqs"), std::string::npos);
+  Outcome list = sim({"list", "policies"});
+  EXPECT_EQ(list.status, 0);
+  EXPECT_NE(list.output.find("kv_reserve"), std::string::npos);
+  EXPECT_EQ(sim({"list", "things"}).status, 2);
+  EXPECT_EQ(sim({"frobnicate"}).status, 2);
+}
+
+TEST_F(Cli, CtrlCMarksTheRunInterruptedAndKeepsWhatWasLogged) {
+  // Long enough that the signal lands mid-run: 200,000 requests of 1,000 output tokens.
+  const std::string w = write("long.toml",
+                              "[generate]\nrequests = 200000\n[generate.arrival]\nprocess = "
+                              "\"all-at-once\"\n[generate.output_tokens]\ndist = \"fixed\"\nvalue = 1000\n");
+  const pid_t pid = fork();
+  if (pid == 0) {
+    if (chdir(dir_.c_str()) != 0) _exit(99);
+    if (freopen("/dev/null", "w", stdout) == nullptr) _exit(97);
+    execl(kSim.c_str(), kSim.c_str(), "--trace", w.c_str(), "--max-num-seqs", "64", nullptr);
+    _exit(98);
+  }
+  // Wait until the run is recorded as running, then interrupt it.
+  for (int i = 0; i < 200 && query("SELECT status FROM runs") != "running"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  kill(pid, SIGINT);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 130);
+  EXPECT_EQ(query("SELECT status FROM runs"), "interrupted");
+  EXPECT_NE(query("SELECT count(*) FROM iterations"), "0");
+  EXPECT_NE(query("SELECT count(*) FROM requests WHERE status = 'unfinished'"), "0");
+}
+
+}  // namespace
