@@ -162,8 +162,8 @@ struct BadInput {
 TEST_F(Cli, BadInputExitsTwoWithFileLineKeyAndWritesNoRun) {
   const BadInput cases[] = {
       {"malformed", "[[request]]\noutput_tokens = = 3\n", {"malformed.toml:2", "", ""}},
-      {"negative", "[[request]]\nid = \"A\"\n\n[[request]]\noutput_tokens = -3\n",
-       {"negative.toml:5", "output_tokens", ""}},
+      {"negative", "[[request]]\nid = \"A\"\noutput_tokens = 2\n\n[[request]]\noutput_tokens = -3\n",
+       {"negative.toml:6", "request[1].output_tokens", ""}},
       {"missing", "[[request]]\nprompt_tokens = 4\n", {"missing.toml:", "output_tokens", ""}},
       {"unknown_key", "[[request]]\noutput_tokens = 3\noutptu = 1\n", {"unknown_key.toml:3", "outptu", ""}},
       {"unknown_dist",

@@ -1,0 +1,48 @@
+// The workload loader: a workload TOML file in, the list of requests to simulate out.
+//
+// A workload file has exactly one of (see DESIGN.md, "Workload TOML"):
+//   [[request]] entries  explicit requests: id, arrival (s), prompt_tokens, output_tokens, max_tokens
+//   [generate]           requests drawn at random: requests = N or duration = T (s), seed, max_tokens,
+//                        and the tables [generate.arrival] (required; see arrival.h),
+//                        [generate.output_tokens] (required) and [generate.prompt_tokens] (optional,
+//                        default: every prompt 1 token), each a length distribution (distribution.h)
+//   [replay]             trace replay: planned, rejected with a clear message in this version
+//
+// Generated requests are named r0, r1, ... in arrival order. The same file and seed give the same
+// requests on every platform: arrivals, prompt lengths and output lengths each draw from their own
+// stream of the seed (rng.h), so editing one distribution leaves the other draws unchanged.
+//
+// Bad input never throws and never crashes: every function returns an Error whose one-line message is
+// `PATH:LINE:COL: KEY: what was expected, got WHAT` (malformed TOML: `PATH:LINE:COL: malformed TOML:
+// ...`; an unreadable file: `PATH: cannot open file`).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sim/request.h"
+#include "sim/result.h"
+
+namespace servesim {
+
+// The most requests one [generate] table may produce (requests = N, or what duration = T yields).
+inline constexpr int64_t kMaxGeneratedRequests = 10'000'000;
+
+struct Workload {
+  std::string path;                   // the file it came from
+  std::vector<RequestSpec> requests;  // sorted by arrival; ties keep file / generation order
+  uint64_t seed = 0;                  // the seed actually used for generation (0 for explicit-only)
+};
+
+// Reads the workload TOML file at `path`. seed_override (the CLI's --seed) replaces [generate].seed;
+// it has no effect on explicit [[request]] workloads (whose Workload::seed is 0).
+Result<Workload> load_workload(const std::string& path, std::optional<uint64_t> seed_override);
+
+// Same from text already in memory; `path` is used only in messages and copied into Workload::path.
+Result<Workload> parse_workload(std::string_view text, const std::string& path,
+                                std::optional<uint64_t> seed_override);
+
+}  // namespace servesim
