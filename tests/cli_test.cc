@@ -17,7 +17,7 @@ namespace {
 namespace fs = std::filesystem;
 
 const std::string kSim = SERVESIM_SIM_BINARY;
-const std::string kData = std::string(SERVESIM_TEST_DATA_DIR) + "/../../data";
+const std::string kData = std::string(SERVESIM_PROJECT_DIR) + "/data";
 
 struct Outcome {
   int status;

@@ -84,7 +84,9 @@ class InvariantChecker : public Recorder {
     EXPECT_GT(it.duration, 0);
     end = it.start + it.duration;
     EXPECT_LE(it.num_seqs, o_.limits.max_num_seqs);
-    if (it.kv_blocks_total >= 0) EXPECT_LE(it.kv_blocks_used, it.kv_blocks_total);
+    if (it.kv_blocks_total >= 0) {
+      EXPECT_LE(it.kv_blocks_used, it.kv_blocks_total);
+    }
     int64_t tokens = 0;
     std::set<const Sequence*> seen;
     for (const BatchItem& b : items) {
@@ -94,7 +96,9 @@ class InvariantChecker : public Recorder {
       tokens += b.new_tokens;
       if (b.emitted) ++emitted_[b.seq->index];
     }
-    if (budget_) EXPECT_LE(tokens, o_.limits.max_num_batched_tokens);
+    if (budget_) {
+      EXPECT_LE(tokens, o_.limits.max_num_batched_tokens);
+    }
   }
 
   void on_request(const Request& r) override { ++settled_[r.index]; }
@@ -136,7 +140,7 @@ TEST_P(PolicyInvariants, HoldOnGeneratedWorkloads) {
           SCOPED_TRACE(policy + " [" + opts + "] kv_blocks=" + std::to_string(kv_blocks) +
                        " replicas=" + std::to_string(replicas));
           SimOptions o;
-          o.limits = {16, 512};
+          o.limits = {16, 2048};  // every generated prompt (<= 2000) fits the budget whole
           o.kv_blocks = kv_blocks;
           o.replicas = replicas;
           o.default_max_tokens = 300;
@@ -170,7 +174,9 @@ TEST_P(PolicyInvariants, HoldOnGeneratedWorkloads) {
             EXPECT_LT(r.scheduled, r.first_token);
             EXPECT_LE(r.first_token, r.finished);
           }
-          if (kv_blocks < 0) EXPECT_EQ(rejected, 0u);
+          if (kv_blocks < 0) {
+            EXPECT_EQ(rejected, 0u);
+          }
           // All KV blocks are free at the end.
           for (int32_t i = 0; i < replicas; ++i) EXPECT_EQ(sim.replica(i).kv_blocks_used(), 0);
 
@@ -190,8 +196,8 @@ std::vector<std::string> registered() {
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryPolicy, PolicyInvariants, ::testing::ValuesIn(registered()),
-                         [](const auto& info) {
-                           std::string n = info.param;
+                         [](const auto& param_info) {
+                           std::string n = param_info.param;
                            for (char& ch : n) {
                              if (ch == '-') ch = '_';
                            }

@@ -40,10 +40,10 @@ class CaptureRecorder : public Recorder {
     iterations.push_back(std::move(c));
   }
   void on_request(const Request& r) override { requests.push_back(r); }
-  void on_run_end(RunOutcome outcome, const std::string& error) override {
+  void on_run_end(RunOutcome how, const std::string& why) override {
     ++ends;
-    this->outcome = outcome;
-    this->error = error;
+    outcome = how;
+    error = why;
   }
   std::vector<CapturedIteration> iterations;
   std::vector<Request> requests;  // copies, in the order they were settled
@@ -72,6 +72,7 @@ inline RequestSpec spec(std::string id, double arrival_s, int32_t prompt, int32_
 }
 
 struct Run {
+  std::vector<RequestSpec> specs;  // owned: requests point at their specs
   std::unique_ptr<Simulator> sim;
   CaptureRecorder capture;
   RunResult result;
@@ -81,6 +82,7 @@ struct Run {
 inline std::unique_ptr<Run> simulate(const std::vector<RequestSpec>& specs, const std::string& policy,
                                      const std::string& options_toml, SimOptions options) {
   auto run = std::make_unique<Run>();
+  run->specs = specs;
   Result<const PolicyInfo*> info = find_policy(policy);
   EXPECT_TRUE(info.ok()) << policy;
   toml::table opts = toml::parse(options_toml);
@@ -92,7 +94,7 @@ inline std::unique_ptr<Run> simulate(const std::vector<RequestSpec>& specs, cons
     policies.push_back(std::move(p.value()));
     backends.push_back(std::make_unique<UnitBackend>());
   }
-  run->sim = std::make_unique<Simulator>(specs, options, std::move(policies), std::move(backends),
+  run->sim = std::make_unique<Simulator>(run->specs, options, std::move(policies), std::move(backends),
                                          std::vector<Recorder*>{&run->capture});
   run->result = run->sim->run();
   return run;

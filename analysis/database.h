@@ -1,0 +1,83 @@
+// The SQLite database that a run writes and `sim report` reads: servesim's main output.
+//
+// Database owns one sqlite3 connection to one file. open() creates the schema below when it is
+// absent and refuses a file that is not SQLite or whose tables have another shape, so nothing is
+// ever written into someone else's database. Each run appends one `runs` row (begin_run) and its
+// requests, iterations and metrics rows (DbRecorder). All times stored are seconds (REAL).
+//
+//   runs(id INTEGER PRIMARY KEY, name, started_at, finished_at, status, policy, backend, hardware,
+//        model, workload, config, seed, version, wall_seconds, error)
+//   requests(run_id, id, replica, arrival, scheduled, first_token, finished, prompt_tokens,
+//            output_tokens, cached_tokens, preemptions, status, reason)
+//            PRIMARY KEY (run_id, id)
+//   iterations(run_id, replica, step, start, duration, num_seqs, prefill_tokens, decode_tokens,
+//              kv_blocks_used, kv_blocks_total, predicted)
+//              PRIMARY KEY (run_id, replica, step)
+//   metrics(run_id, name, value)  PRIMARY KEY (run_id, name)
+// Times are seconds (NULL: did not happen); started_at and finished_at are ISO-8601 UTC text;
+// status is running | done | interrupted | failed for runs, finished | rejected | unfinished for
+// requests. The exact column types are in database.cc.
+#pragma once
+
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "sim/result.h"
+
+namespace servesim {
+
+inline constexpr int kSchemaVersion = 1;  // PRAGMA user_version of databases this code writes
+
+struct RunInfo {
+  // Every field has a default, so designated initializers may name only some (-Wextra is quiet).
+  std::string name{}, policy{}, backend{}, hardware{}, model{}, workload{};
+  std::string config_toml{};  // the fully resolved run configuration, as TOML text
+  uint64_t seed = 0;          // stored as a 64-bit signed integer (the same bits)
+  std::string version{};      // servesim version
+};
+
+class Database {
+ public:
+  // Opens or creates the file at path, sets WAL journaling and synchronous=NORMAL, and creates the
+  // schema if absent. A file that is not SQLite, a database of another program (tables but no
+  // `runs`), tables of another shape, or a newer schema version is an Error that says so.
+  static Result<std::unique_ptr<Database>> open(const std::string& path);
+
+  // Opens an existing database for reading only; never creates a file or the schema.
+  // Errors: no file at path, not SQLite, not a servesim database.
+  static Result<std::unique_ptr<Database>> open_read_only(const std::string& path);
+
+  ~Database();
+  Database(const Database&) = delete;
+  Database& operator=(const Database&) = delete;
+
+  sqlite3* handle() { return db_; }
+  const std::string& path() const { return path_; }
+
+  // Inserts the runs row with status 'running' and started_at now, committed at once.
+  // Returns the new run's id. Empty strings are stored as NULL.
+  Result<int64_t> begin_run(const RunInfo& info);
+
+  // Runs sql (one or more statements without parameters). Errors carry sqlite's message.
+  Status exec(const char* sql);
+
+  // "PATH: sqlite's latest error message", for Errors.
+  std::string error_message() const;
+
+ private:
+  Database(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+  // Checks that the tables present have the schema's columns; creates what is absent if writable.
+  Status check_schema(bool create);
+
+  sqlite3* db_;
+  std::string path_;
+};
+
+// The current UTC time as ISO-8601 text with milliseconds, e.g. "2025-01-31T14:03:07.250Z".
+std::string utc_now_iso8601();
+
+}  // namespace servesim

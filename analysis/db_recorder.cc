@@ -1,0 +1,205 @@
+#include "analysis/db_recorder.h"
+
+#include <vector>
+
+namespace servesim {
+namespace {
+
+constexpr const char* kInsertRequest =
+    "INSERT INTO requests(run_id, id, replica, arrival, scheduled, first_token, finished, "
+    "prompt_tokens, output_tokens, cached_tokens, preemptions, status, reason) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+constexpr const char* kInsertIteration =
+    "INSERT INTO iterations(run_id, replica, step, start, duration, num_seqs, prefill_tokens, "
+    "decode_tokens, kv_blocks_used, kv_blocks_total, predicted) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+constexpr const char* kInsertMetric =
+    "INSERT OR REPLACE INTO metrics(run_id, name, value) VALUES (?, ?, ?)";
+constexpr const char* kEndRun =
+    "UPDATE runs SET status = ?, finished_at = ?, wall_seconds = ?, error = ? WHERE id = ?";
+
+// Binds a time in seconds, or NULL for -1 (not happened).
+void bind_time(sqlite3_stmt* stmt, int index, Time t) {
+  if (t < 0) {
+    sqlite3_bind_null(stmt, index);
+  } else {
+    sqlite3_bind_double(stmt, index, to_seconds(t));
+  }
+}
+
+void bind_text(sqlite3_stmt* stmt, int index, const std::string& s) {
+  sqlite3_bind_text(stmt, index, s.data(), static_cast<int>(s.size()), SQLITE_STATIC);
+}
+
+void bind_text_or_null(sqlite3_stmt* stmt, int index, const std::string& s) {
+  if (s.empty()) {
+    sqlite3_bind_null(stmt, index);
+  } else {
+    bind_text(stmt, index, s);
+  }
+}
+
+const char* status_name(const Request& r) {
+  if (r.status == RequestStatus::kDone && r.finished >= 0) return "finished";
+  if (r.status == RequestStatus::kRejected) return "rejected";
+  return "unfinished";
+}
+
+const char* outcome_name(RunOutcome outcome) {
+  switch (outcome) {
+    case RunOutcome::kDone: return "done";
+    case RunOutcome::kInterrupted: return "interrupted";
+    case RunOutcome::kFailed: return "failed";
+  }
+  return "failed";
+}
+
+}  // namespace
+
+DbRecorder::DbRecorder(Database& db, int64_t run_id, const MetricsAccumulator& metrics)
+    : db_(db), run_id_(run_id), metrics_(metrics), started_(std::chrono::steady_clock::now()) {
+  if (sqlite3_prepare_v2(db_.handle(), kInsertRequest, -1, &insert_request_, nullptr) !=
+          SQLITE_OK ||
+      sqlite3_prepare_v2(db_.handle(), kInsertIteration, -1, &insert_iteration_, nullptr) !=
+          SQLITE_OK) {
+    fail("preparing inserts");
+  }
+}
+
+DbRecorder::~DbRecorder() {
+  if (in_transaction_) commit();
+  sqlite3_finalize(insert_request_);
+  sqlite3_finalize(insert_iteration_);
+}
+
+void DbRecorder::fail(const std::string& what) {
+  if (write_error_.empty()) write_error_ = "writing " + what + " to " + db_.error_message();
+  if (in_transaction_) {
+    in_transaction_ = false;
+    // Keep the rows written before the failure if the database still takes them.
+    if (!db_.exec("COMMIT").ok()) (void)db_.exec("ROLLBACK");
+  }
+}
+
+void DbRecorder::begin() {
+  if (in_transaction_ || !write_error_.empty()) return;
+  if (!db_.exec("BEGIN IMMEDIATE").ok()) return fail("rows");
+  in_transaction_ = true;
+  rows_in_transaction_ = 0;
+}
+
+void DbRecorder::commit() {
+  if (!in_transaction_) return;
+  in_transaction_ = false;
+  if (!db_.exec("COMMIT").ok()) {
+    fail("rows");
+    (void)db_.exec("ROLLBACK");
+  }
+}
+
+void DbRecorder::write_row(sqlite3_stmt* stmt) {
+  const int rc = sqlite3_step(stmt);
+  if (rc != SQLITE_DONE) {
+    fail(stmt == insert_request_ ? "requests" : stmt == insert_iteration_ ? "iterations" : "row");
+  }
+  sqlite3_reset(stmt);
+  if (++rows_in_transaction_ >= kRowsPerTransaction) commit();
+}
+
+void DbRecorder::on_iteration(const IterationRecord& it, std::span<const BatchItem> /*items*/) {
+  if (!write_error_.empty()) return;
+  begin();
+  sqlite3_stmt* s = insert_iteration_;
+  sqlite3_bind_int64(s, 1, run_id_);
+  sqlite3_bind_int(s, 2, it.replica);
+  sqlite3_bind_int64(s, 3, it.step);
+  sqlite3_bind_double(s, 4, to_seconds(it.start));
+  sqlite3_bind_double(s, 5, to_seconds(it.duration));
+  sqlite3_bind_int(s, 6, it.num_seqs);
+  sqlite3_bind_int64(s, 7, it.prefill_tokens);
+  sqlite3_bind_int64(s, 8, it.decode_tokens);
+  sqlite3_bind_int64(s, 9, it.kv_blocks_used);
+  if (it.kv_blocks_total < 0) {
+    sqlite3_bind_null(s, 10);
+  } else {
+    sqlite3_bind_int64(s, 10, it.kv_blocks_total);
+  }
+  bind_time(s, 11, it.predicted);
+  write_row(s);
+}
+
+void DbRecorder::on_request(const Request& r) {
+  if (!write_error_.empty()) return;
+  begin();
+  sqlite3_stmt* s = insert_request_;
+  const std::string fallback_id = r.spec ? std::string() : "r" + std::to_string(r.index);
+  sqlite3_bind_int64(s, 1, run_id_);
+  bind_text(s, 2, r.spec ? r.spec->id : fallback_id);
+  if (r.replica < 0) {
+    sqlite3_bind_null(s, 3);
+  } else {
+    sqlite3_bind_int(s, 3, r.replica);
+  }
+  bind_time(s, 4, r.arrival);
+  bind_time(s, 5, r.scheduled);
+  bind_time(s, 6, r.first_token);
+  bind_time(s, 7, r.finished);
+  sqlite3_bind_int(s, 8, r.prompt_tokens);
+  sqlite3_bind_int(s, 9, r.num_output);
+  sqlite3_bind_int(s, 10, r.cached_tokens);
+  sqlite3_bind_int(s, 11, r.preemptions);
+  sqlite3_bind_text(s, 12, status_name(r), -1, SQLITE_STATIC);
+  bind_text_or_null(s, 13, r.reason);
+  write_row(s);
+}
+
+void DbRecorder::on_run_end(RunOutcome outcome, const std::string& error) {
+  if (ended_) return;
+  ended_ = true;
+  // The metrics rows and the final status go in one transaction with the last rows, so a reader
+  // never sees a finished run without its metrics.
+  if (write_error_.empty()) {
+    begin();
+    sqlite3_stmt* s = nullptr;
+    if (sqlite3_prepare_v2(db_.handle(), kInsertMetric, -1, &s, nullptr) != SQLITE_OK) {
+      fail("metrics");
+    }
+    const std::vector<Metric> metrics =
+        write_error_.empty() ? metrics_.compute() : std::vector<Metric>{};
+    for (const Metric& m : metrics) {
+      sqlite3_bind_int64(s, 1, run_id_);
+      bind_text(s, 2, m.name);
+      sqlite3_bind_double(s, 3, m.value);
+      if (sqlite3_step(s) != SQLITE_DONE) {
+        fail("metrics");
+        break;
+      }
+      sqlite3_reset(s);
+    }
+    sqlite3_finalize(s);
+  }
+  std::string status = outcome_name(outcome);
+  std::string message = error;
+  if (!write_error_.empty()) {
+    status = "failed";
+    message = message.empty() ? write_error_ : message + "; " + write_error_;
+  }
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+  const std::string finished_at = utc_now_iso8601();
+  sqlite3_stmt* s = nullptr;
+  if (sqlite3_prepare_v2(db_.handle(), kEndRun, -1, &s, nullptr) != SQLITE_OK) {
+    fail("the run's status");
+  } else {
+    bind_text(s, 1, status);
+    bind_text(s, 2, finished_at);
+    sqlite3_bind_double(s, 3, wall);
+    bind_text_or_null(s, 4, message);
+    sqlite3_bind_int64(s, 5, run_id_);
+    if (sqlite3_step(s) != SQLITE_DONE) fail("the run's status");
+    sqlite3_finalize(s);
+  }
+  commit();
+}
+
+}  // namespace servesim

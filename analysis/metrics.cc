@@ -1,0 +1,202 @@
+#include "analysis/metrics.h"
+
+#include <algorithm>
+#include <array>
+#include <cassert>
+#include <cmath>
+
+namespace servesim {
+namespace {
+
+// numpy's _lerp: a + (b - a) * t, computed from b's side when t >= 0.5 (so t = 1 gives b exactly).
+double lerp(double a, double b, double t) {
+  const double diff = b - a;
+  return t >= 0.5 ? b - diff * (1 - t) : a + diff * t;
+}
+
+// numpy's virtual index for method="linear": (n - 1) * p / 100, split into floor and fraction.
+struct VirtualIndex {
+  int64_t lo, hi;
+  double gamma;
+};
+
+VirtualIndex virtual_index(int64_t n, double p) {
+  const double index = static_cast<double>(n - 1) * (p / 100.0);
+  const double lo = std::floor(index);
+  if (lo >= static_cast<double>(n - 1)) return {n - 1, n - 1, index - lo};
+  if (lo < 0) return {0, 0, 0};
+  const auto lo_i = static_cast<int64_t>(lo);
+  return {lo_i, lo_i + 1, index - lo};
+}
+
+// clang-format off
+constexpr std::array<std::string_view, 33> kNames = {
+    "completed", "rejected", "capped", "total_input_tokens", "total_output_tokens", "duration",
+    "request_throughput", "output_throughput", "total_token_throughput",
+    "ttft_mean", "ttft_p50", "ttft_p90", "ttft_p99",
+    "tpot_mean", "tpot_p50", "tpot_p90", "tpot_p99",
+    "itl_mean", "itl_p50", "itl_p90", "itl_p99",
+    "e2el_mean", "e2el_p50", "e2el_p90", "e2el_p99",
+    "queue_mean", "queue_p50", "queue_p90", "queue_p99",
+    "slot_utilization", "kv_utilization_mean", "preemptions", "iterations"};
+// clang-format on
+
+constexpr std::array<double, 3> kPercentiles = {50, 90, 99};
+constexpr std::array<std::string_view, 3> kPercentileSuffixes = {"_p50", "_p90", "_p99"};
+
+// Appends name_mean and name_p50/p90/p99 of values (any order), unless values is empty.
+void add_distribution(std::vector<Metric>& out, std::string_view name, std::vector<double> values) {
+  if (values.empty()) return;
+  double sum = 0;
+  for (double v : values) sum += v;
+  out.push_back({std::string(name) + "_mean", sum / static_cast<double>(values.size())});
+  std::sort(values.begin(), values.end());
+  for (size_t i = 0; i < kPercentiles.size(); ++i) {
+    out.push_back({std::string(name) + std::string(kPercentileSuffixes[i]),
+                   percentile(values, kPercentiles[i])});
+  }
+}
+
+}  // namespace
+
+double percentile(std::span<const double> sorted, double p) {
+  assert(!sorted.empty() && p >= 0 && p <= 100);
+  const VirtualIndex v = virtual_index(static_cast<int64_t>(sorted.size()), p);
+  return lerp(sorted[v.lo], sorted[v.hi], v.gamma);
+}
+
+double weighted_percentile(std::span<const WeightedValue> runs, double p) {
+  assert(!runs.empty() && p >= 0 && p <= 100);
+  int64_t n = 0;
+  for (const WeightedValue& r : runs) n += r.count;
+  const VirtualIndex v = virtual_index(n, p);
+  // Walk cumulative counts to the run holding position lo of the expanded sample; position hi
+  // (lo or lo + 1) is in the same run or starts the next one.
+  size_t i = 0;
+  int64_t end = runs[0].count;  // one past the last position covered by runs[0..i]
+  while (end <= v.lo) end += runs[++i].count;
+  const double a = runs[i].value;
+  const double b = v.hi < end ? a : runs[i + 1].value;
+  return lerp(a, b, v.gamma);
+}
+
+std::span<const std::string_view> metric_names() { return kNames; }
+
+MetricsAccumulator::MetricsAccumulator(MetricsOptions options) : options_(options) {}
+
+void MetricsAccumulator::on_iteration(const IterationRecord& it, std::span<const BatchItem> items) {
+  ++iterations_;
+  const double seconds = to_seconds(it.duration);
+  emitting_seconds_ += it.emitted * seconds;
+  if (it.kv_blocks_total > 0) {
+    kv_limited_ = true;
+    kv_weighted_ +=
+        static_cast<double>(it.kv_blocks_used) / static_cast<double>(it.kv_blocks_total) * seconds;
+    kv_seconds_ += seconds;
+  }
+  for (const BatchItem& item : items) {
+    if (item.token_gap < 0) continue;
+    // Most emitting items of an iteration share one gap (its duration): extend the last run.
+    if (!gaps_.empty() && gaps_.back().first == item.token_gap) {
+      ++gaps_.back().second;
+    } else {
+      gaps_.emplace_back(item.token_gap, 1);
+    }
+  }
+  // Keep one run per distinct gap, amortized: compact when the runs doubled since the last time.
+  if (gaps_.size() > 2 * gaps_compacted_ + 4096) compact_gaps();
+}
+
+void MetricsAccumulator::compact_gaps() {
+  std::sort(gaps_.begin(), gaps_.end());
+  size_t out = 0;
+  for (size_t i = 0; i < gaps_.size(); ++i) {
+    if (out > 0 && gaps_[out - 1].first == gaps_[i].first) {
+      gaps_[out - 1].second += gaps_[i].second;
+    } else {
+      gaps_[out++] = gaps_[i];
+    }
+  }
+  gaps_.resize(out);
+  gaps_compacted_ = out;
+}
+
+void MetricsAccumulator::on_request(const Request& r) {
+  preemptions_ += r.preemptions;
+  if (r.status == RequestStatus::kRejected) {
+    ++rejected_;
+    return;
+  }
+  if (r.status != RequestStatus::kDone || r.finished < 0) return;  // unfinished (interrupted run)
+  ++completed_;
+  if (r.capped) ++capped_;
+  input_tokens_ += r.prompt_tokens;
+  output_tokens_ += r.num_output;
+  first_arrival_ = std::min(first_arrival_, r.arrival);
+  last_finished_ = std::max(last_finished_, r.finished);
+  e2el_.push_back(to_seconds(r.finished - r.arrival));
+  if (r.first_token >= 0) {
+    ttft_.push_back(to_seconds(r.first_token - r.arrival));
+    if (r.num_output > 1) {
+      tpot_.push_back(to_seconds(r.finished - r.first_token) / (r.num_output - 1));
+    }
+  }
+  if (r.scheduled >= 0) queue_.push_back(to_seconds(r.scheduled - r.arrival));
+}
+
+std::vector<Metric> MetricsAccumulator::compute() const {
+  std::vector<Metric> out;
+  out.reserve(metric_names().size());
+  auto count = [&](const char* name, int64_t n) { out.push_back({name, static_cast<double>(n)}); };
+  count("completed", completed_);
+  count("rejected", rejected_);
+  count("capped", capped_);
+  count("total_input_tokens", input_tokens_);
+  count("total_output_tokens", output_tokens_);
+  const double duration = completed_ > 0 ? to_seconds(last_finished_ - first_arrival_) : 0;
+  if (completed_ > 0) out.push_back({"duration", duration});
+  if (duration > 0) {
+    out.push_back({"request_throughput", static_cast<double>(completed_) / duration});
+    out.push_back({"output_throughput", static_cast<double>(output_tokens_) / duration});
+    out.push_back(
+        {"total_token_throughput", static_cast<double>(input_tokens_ + output_tokens_) / duration});
+  }
+  add_distribution(out, "ttft", ttft_);
+  add_distribution(out, "tpot", tpot_);
+
+  std::vector<std::pair<Time, int64_t>> gaps = gaps_;
+  std::sort(gaps.begin(), gaps.end());
+  std::vector<WeightedValue> runs;
+  runs.reserve(gaps.size());
+  double gap_sum = 0;
+  int64_t gap_count = 0;
+  for (const auto& [gap, n] : gaps) {
+    if (!runs.empty() && runs.back().value == to_seconds(gap)) {
+      runs.back().count += n;
+    } else {
+      runs.push_back({to_seconds(gap), n});
+    }
+    gap_sum += to_seconds(gap) * static_cast<double>(n);
+    gap_count += n;
+  }
+  if (gap_count > 0) {
+    out.push_back({"itl_mean", gap_sum / static_cast<double>(gap_count)});
+    for (size_t i = 0; i < kPercentiles.size(); ++i) {
+      out.push_back({"itl" + std::string(kPercentileSuffixes[i]),
+                     weighted_percentile(runs, kPercentiles[i])});
+    }
+  }
+  add_distribution(out, "e2el", e2el_);
+  add_distribution(out, "queue", queue_);
+
+  const double slots = static_cast<double>(options_.max_num_seqs) * options_.replicas * duration;
+  if (slots > 0) out.push_back({"slot_utilization", emitting_seconds_ / slots});
+  if (kv_limited_ && kv_seconds_ > 0) {
+    out.push_back({"kv_utilization_mean", kv_weighted_ / kv_seconds_});
+  }
+  count("preemptions", preemptions_);
+  count("iterations", iterations_);
+  return out;
+}
+
+}  // namespace servesim

@@ -1,0 +1,84 @@
+// The metrics of a run, as `vllm bench serve` defines them, from what the simulator records.
+//
+// MetricsAccumulator is a Recorder: it keeps per-request latencies (one double each per completed
+// request) and run-length encoded inter-token gaps (a (gap, count) pair per distinct gap, not one
+// value per token), so a run of a million requests and tens of millions of tokens stays small.
+// compute() derives every metric from them; the accumulator owns nothing but its own copies of the
+// numbers. All times in metrics are seconds (with the unit backend, one second is one iteration).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "sim/batch.h"
+#include "sim/recorder.h"
+#include "sim/request.h"
+#include "sim/time.h"
+
+namespace servesim {
+
+struct Metric {
+  std::string name;
+  double value;
+};
+
+struct MetricsOptions {
+  int32_t max_num_seqs = 1;  // per replica, for slot_utilization
+  int32_t replicas = 1;
+};
+
+// Percentile of sorted values by linear interpolation, as numpy's default (method="linear").
+// REQUIRES: !sorted.empty(), 0 <= p <= 100, sorted is in ascending order.
+double percentile(std::span<const double> sorted, double p);
+
+// A value repeated count times: one run of a run-length encoded sample.
+struct WeightedValue {
+  double value;
+  int64_t count;
+};
+
+// Percentile of the sample in which each value appears count times, exactly as percentile() of the
+// expanded sample.
+// REQUIRES: !runs.empty(), runs sorted by value, every count >= 1, 0 <= p <= 100.
+double weighted_percentile(std::span<const WeightedValue> runs, double p);
+
+// Every metric name that compute() may return, in the order it returns them.
+std::span<const std::string_view> metric_names();
+
+class MetricsAccumulator : public Recorder {
+ public:
+  explicit MetricsAccumulator(MetricsOptions options);
+
+  // Adds the iteration to slot and KV utilization, and its items' token gaps (>= 0) to ITL.
+  void on_iteration(const IterationRecord& it, std::span<const BatchItem> items) override;
+
+  // Counts the request: a completed one (kDone, finished >= 0) adds its latencies and tokens; a
+  // rejected one adds to `rejected`; every one adds its preemptions.
+  void on_request(const Request& r) override;
+
+  // Every metric over what was recorded so far, in metric_names() order. Metrics with no data (tpot
+  // when no request has more than one token, kv_utilization_mean when KV memory is unlimited, rates
+  // when no request completed) are omitted; counts are always present.
+  std::vector<Metric> compute() const;
+
+ private:
+  // Sorts and merges the ITL runs in place, so they hold one run per distinct gap.
+  void compact_gaps();
+
+  MetricsOptions options_;
+  int64_t completed_ = 0, rejected_ = 0, capped_ = 0, preemptions_ = 0, iterations_ = 0;
+  int64_t input_tokens_ = 0, output_tokens_ = 0;
+  Time first_arrival_ = kNever, last_finished_ = -1;
+  std::vector<double> ttft_, tpot_, e2el_, queue_;  // seconds, one per completed request
+  std::vector<std::pair<Time, int64_t>> gaps_;      // (token gap, count) runs
+  size_t gaps_compacted_ = 0;                       // size of gaps_ after the last compaction
+  double emitting_seconds_ = 0;                     // sum of emitted * duration
+  double kv_weighted_ = 0, kv_seconds_ = 0;         // sum of used/total * duration; of duration
+  bool kv_limited_ = false;
+};
+
+}  // namespace servesim

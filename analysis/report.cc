@@ -1,0 +1,256 @@
+#include "analysis/report.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "analysis/database.h"
+
+namespace servesim {
+namespace {
+
+constexpr int kLabelWidth = 40;  // vLLM's "{:<40} {:<10}"
+constexpr size_t kTableWidth = 50;
+
+// Python's "{s:{c}^{n}}".format(...), as vLLM centers titles: an odd fill character goes right.
+std::string center(std::string_view s, char fill) {
+  if (s.size() >= kTableWidth) return std::string(s);
+  const size_t pad = kTableWidth - s.size();
+  return std::string(pad / 2, fill) + std::string(s) + std::string(pad - pad / 2, fill);
+}
+
+void line(std::ostream& out, std::string_view label, std::string_view value) {
+  std::string padded(label);
+  if (padded.size() < kLabelWidth) padded.resize(kLabelWidth, ' ');
+  out << padded << ' ' << value << '\n';
+}
+
+std::string fixed2(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.2f", v);
+  return buf;
+}
+
+std::string integer(double v) { return std::to_string(std::llround(v)); }
+
+// The shortest text that reads back as exactly v.
+std::string shortest(double v) {
+  char buf[64];
+  const auto result = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, result.ptr);
+}
+
+const double* find(const std::vector<Metric>& metrics, std::string_view name) {
+  for (const Metric& m : metrics) {
+    if (m.name == name) return &m.value;
+  }
+  return nullptr;
+}
+
+struct Section {
+  const char* title;
+  const char* prefix;
+  const char* label;
+};
+
+constexpr Section kSections[] = {
+    {"Time to First Token", "ttft", "TTFT"},
+    {"Time per Output Token (excl. 1st token)", "tpot", "TPOT"},
+    {"Inter-token Latency", "itl", "ITL"},
+    {"End-to-end Latency", "e2el", "E2EL"},
+    {"Queueing Delay", "queue", "Queue"},
+};
+
+// "1-3, 5, 7-8": the ids that exist, for the unknown-run message.
+std::string id_ranges(const std::vector<int64_t>& ids) {
+  std::string out;
+  for (size_t i = 0; i < ids.size();) {
+    size_t j = i;
+    while (j + 1 < ids.size() && ids[j + 1] == ids[j] + 1) ++j;
+    if (!out.empty()) out += ", ";
+    out += std::to_string(ids[i]);
+    if (j > i) out += "-" + std::to_string(ids[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+// One stored run: its runs row (column name and JSON value, in table order) and its metrics.
+struct StoredRun {
+  nlohmann::ordered_json row = nlohmann::ordered_json::object();
+  std::vector<Metric> metrics;
+};
+
+Result<StoredRun> read_run(Database& db, std::optional<int64_t> run_id) {
+  sqlite3* h = db.handle();
+  std::vector<int64_t> ids;
+  sqlite3_stmt* s = nullptr;
+  if (sqlite3_prepare_v2(h, "SELECT id FROM runs ORDER BY id", -1, &s, nullptr) != SQLITE_OK) {
+    return Error{db.error_message()};
+  }
+  while (sqlite3_step(s) == SQLITE_ROW) ids.push_back(sqlite3_column_int64(s, 0));
+  sqlite3_finalize(s);
+  if (ids.empty()) return Error{"no runs in " + db.path() + "; run `sim --trace ...` first"};
+  const int64_t id = run_id.value_or(ids.back());
+  if (!std::binary_search(ids.begin(), ids.end(), id)) {
+    return Error{"no run " + std::to_string(id) + " in " + db.path() + "; its runs are " +
+                 id_ranges(ids)};
+  }
+
+  StoredRun run;
+  if (sqlite3_prepare_v2(h, "SELECT * FROM runs WHERE id = ?", -1, &s, nullptr) != SQLITE_OK) {
+    return Error{db.error_message()};
+  }
+  sqlite3_bind_int64(s, 1, id);
+  if (sqlite3_step(s) == SQLITE_ROW) {
+    for (int c = 0; c < sqlite3_column_count(s); ++c) {
+      nlohmann::ordered_json& v = run.row[sqlite3_column_name(s, c)];
+      switch (sqlite3_column_type(s, c)) {
+        case SQLITE_INTEGER: v = sqlite3_column_int64(s, c); break;
+        case SQLITE_FLOAT: v = sqlite3_column_double(s, c); break;
+        case SQLITE_NULL: v = nullptr; break;
+        default: v = reinterpret_cast<const char*>(sqlite3_column_text(s, c)); break;
+      }
+    }
+  }
+  sqlite3_finalize(s);
+
+  if (sqlite3_prepare_v2(h, "SELECT name, value FROM metrics WHERE run_id = ? ORDER BY name", -1,
+                         &s, nullptr) != SQLITE_OK) {
+    return Error{db.error_message()};
+  }
+  sqlite3_bind_int64(s, 1, id);
+  while (sqlite3_step(s) == SQLITE_ROW) {
+    if (sqlite3_column_type(s, 1) == SQLITE_NULL) continue;  // SQLite stores NaN as NULL
+    run.metrics.push_back(
+        {reinterpret_cast<const char*>(sqlite3_column_text(s, 0)), sqlite3_column_double(s, 1)});
+  }
+  sqlite3_finalize(s);
+  // Known metrics in compute()'s order, then any others by name (the query sorted them).
+  auto rank = [](const Metric& m) {
+    const auto names = metric_names();
+    return std::find(names.begin(), names.end(), m.name) - names.begin();
+  };
+  std::stable_sort(run.metrics.begin(), run.metrics.end(),
+                   [&](const Metric& a, const Metric& b) { return rank(a) < rank(b); });
+  return run;
+}
+
+std::string text_of(const nlohmann::ordered_json& row, const char* column) {
+  const auto it = row.find(column);
+  if (it == row.end() || it->is_null()) return "";
+  return it->is_string() ? it->get<std::string>() : it->dump();
+}
+
+}  // namespace
+
+void print_summary(std::ostream& out, const SummaryHeader& header,
+                   const std::vector<Metric>& metrics) {
+  const bool unit = header.backend == "unit";
+  const char* time_unit = unit ? "steps" : "s";
+  const char* per = unit ? "step" : "s";
+  const char* latency_unit = unit ? "steps" : "ms";
+  const double latency_scale = unit ? 1.0 : 1000.0;
+  auto metric_line = [&](std::string_view label, const char* name, auto format) {
+    if (const double* v = find(metrics, name)) line(out, label, format(*v));
+  };
+  auto percent = [](double v) { return fixed2(100 * v) + "%"; };
+  auto or_dash = [](const std::string& s) { return s.empty() ? std::string("-") : s; };
+
+  out << center(" Serving Benchmark Result ", '=') << '\n';
+  line(out, "Run:",
+       std::to_string(header.run_id) + (header.db_path.empty() ? "" : " (" + header.db_path + ")"));
+  if (!header.name.empty()) line(out, "Name:", header.name);
+  if (!header.status.empty() && header.status != "done") line(out, "Status:", header.status);
+  line(out, "Policy / backend:", or_dash(header.policy) + " / " + or_dash(header.backend));
+  if (!header.hardware.empty() || !header.model.empty()) {
+    line(out, "Hardware / model:", or_dash(header.hardware) + " / " + or_dash(header.model));
+  }
+  if (!header.workload.empty()) line(out, "Workload:", header.workload);
+  metric_line("Successful requests:", "completed", integer);
+  metric_line("Rejected requests:", "rejected", integer);
+  if (const double* capped = find(metrics, "capped"); capped && *capped > 0) {
+    line(out, "Capped at max_tokens:", integer(*capped));
+  }
+  metric_line("Benchmark duration (" + std::string(time_unit) + "):", "duration", fixed2);
+  metric_line("Total input tokens:", "total_input_tokens", integer);
+  metric_line("Total generated tokens:", "total_output_tokens", integer);
+  metric_line("Request throughput (req/" + std::string(per) + "):", "request_throughput", fixed2);
+  metric_line("Output token throughput (tok/" + std::string(per) + "):", "output_throughput",
+              fixed2);
+  metric_line("Total Token throughput (tok/" + std::string(per) + "):", "total_token_throughput",
+              fixed2);
+  metric_line("Preemptions:", "preemptions", integer);
+  metric_line("Iterations:", "iterations", integer);
+  metric_line("Slot utilization:", "slot_utilization", percent);
+  metric_line("KV cache utilization (mean):", "kv_utilization_mean", percent);
+
+  for (const Section& section : kSections) {
+    const std::string prefix = section.prefix;
+    if (!find(metrics, prefix + "_mean")) continue;
+    out << center(section.title, '-') << '\n';
+    const std::pair<const char*, const char*> rows[] = {
+        {"Mean", "_mean"}, {"Median", "_p50"}, {"P90", "_p90"}, {"P99", "_p99"}};
+    for (const auto& [word, suffix] : rows) {
+      if (const double* v = find(metrics, prefix + suffix)) {
+        line(out, std::string(word) + " " + section.label + " (" + latency_unit + "):",
+             fixed2(*v * latency_scale));
+      }
+    }
+  }
+  out << std::string(kTableWidth, '=') << '\n';
+}
+
+Status print_report(const std::string& db_path, std::optional<int64_t> run_id, ReportFormat format,
+                    std::ostream& out) {
+  Result<std::unique_ptr<Database>> db = Database::open_read_only(db_path);
+  if (!db.ok()) return db.error();
+  Result<StoredRun> run = read_run(*db.value(), run_id);
+  if (!run.ok()) return run.error();
+  const StoredRun& r = run.value();
+
+  switch (format) {
+    case ReportFormat::kText: {
+      SummaryHeader header;
+      header.run_id = r.row.value("id", int64_t{0});
+      header.db_path = db_path;
+      header.name = text_of(r.row, "name");
+      header.status = text_of(r.row, "status");
+      header.policy = text_of(r.row, "policy");
+      header.backend = text_of(r.row, "backend");
+      header.hardware = text_of(r.row, "hardware");
+      header.model = text_of(r.row, "model");
+      header.workload = text_of(r.row, "workload");
+      print_summary(out, header, r.metrics);
+      if (const std::string error = text_of(r.row, "error"); !error.empty()) {
+        out << "Error: " << error << '\n';
+      }
+      break;
+    }
+    case ReportFormat::kJson: {
+      nlohmann::ordered_json doc;
+      doc["run"] = r.row;
+      doc["metrics"] = nlohmann::ordered_json::object();
+      for (const Metric& m : r.metrics) doc["metrics"][m.name] = m.value;
+      out << doc.dump(2) << '\n';
+      break;
+    }
+    case ReportFormat::kCsv:
+      out << "name,value\n";
+      for (const Metric& m : r.metrics) out << m.name << ',' << shortest(m.value) << '\n';
+      break;
+  }
+  return Ok{};
+}
+
+Result<ReportFormat> parse_report_format(std::string_view s) {
+  if (s == "text") return ReportFormat::kText;
+  if (s == "json") return ReportFormat::kJson;
+  if (s == "csv") return ReportFormat::kCsv;
+  return Error{"unknown report format '" + std::string(s) + "'; expected text, json or csv"};
+}
+
+}  // namespace servesim

@@ -1,0 +1,46 @@
+// What a user reads after a run: the end-of-run summary table (in the style of `vllm bench serve`)
+// and `sim report`, which reads a run back from the database and prints it as text, JSON or CSV.
+//
+// Everything here only reads: the metrics come in as values (from MetricsAccumulator::compute() at
+// the end of a run, or from the metrics table), and nothing is derived that the database lacks.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "analysis/metrics.h"
+#include "sim/result.h"
+
+namespace servesim {
+
+enum class ReportFormat { kText, kJson, kCsv };
+
+struct SummaryHeader {
+  int64_t run_id = 0;
+  std::string db_path{}, name{}, status{}, policy{}, backend{}, hardware{}, model{}, workload{};
+};
+
+// Prints the summary table: label column padded to 40 characters as vLLM's. With backend == "unit"
+// times are in iterations and labelled "steps" (rates per step); otherwise durations are in seconds
+// and latencies in milliseconds, as vLLM prints them. A line whose metric is absent is left out,
+// and so is a latency section with no metrics. Lines for a status other than "done" (or empty), the
+// hardware and model (when either is set) and capped requests (when any) appear only when relevant.
+void print_summary(std::ostream& out, const SummaryHeader& header,
+                   const std::vector<Metric>& metrics);
+
+// `sim report`: reads run run_id (default: the latest) of the database at db_path and prints it:
+// kText: print_summary from the stored rows (then the run's error, if any); kJson: {"run": {every
+// runs column}, "metrics": {name: value}}; kCsv: "name,value" then one line per metric. Metrics
+// come in metric_names() order, then any other stored names alphabetically. Errors: no file at
+// db_path, not a servesim database, no runs, no run with that id (naming the ids that exist).
+Status print_report(const std::string& db_path, std::optional<int64_t> run_id, ReportFormat format,
+                    std::ostream& out);
+
+// Parses "text" | "json" | "csv"; anything else is an Error naming the three.
+Result<ReportFormat> parse_report_format(std::string_view s);
+
+}  // namespace servesim

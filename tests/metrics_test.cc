@@ -1,0 +1,250 @@
+#include "analysis/metrics.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace servesim {
+namespace {
+
+std::map<std::string, double> by_name(const std::vector<Metric>& metrics) {
+  std::map<std::string, double> out;
+  for (const Metric& m : metrics) out[m.name] = m.value;
+  return out;
+}
+
+TEST(Percentile, MatchesNumpyLinear) {
+  // Expected values from numpy 2.4: np.percentile(a, p) with the default method="linear".
+  const std::vector<double> ps = {0, 10, 33.3, 50, 90, 99, 100};
+  const std::vector<std::pair<std::vector<double>, std::vector<double>>> cases = {
+      {{1, 2, 3, 4}, {1.0, 1.3, 1.9989999999999999, 2.5, 3.7, 3.9699999999999998, 4.0}},
+      {{15, 20, 35, 40, 50}, {15.0, 17.0, 24.979999999999997, 35.0, 46.0, 49.6, 50.0}},
+      {{0.5}, {0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5}},
+      {{0.3, 1.1, 2.0, 3.2, 4.4, 7.7, 9.9},
+       {0.3, 0.7800000000000001, 1.9981999999999998, 3.2, 8.580000000000002, 9.767999999999999,
+        9.9}},
+      {{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, {1.0, 1.9, 3.997, 5.5, 9.1, 9.91, 10.0}},
+      {{0.1, 0.2, 0.3}, {0.1, 0.12000000000000001, 0.1666, 0.2, 0.28, 0.298, 0.3}},
+  };
+  for (const auto& [values, expected] : cases) {
+    for (size_t i = 0; i < ps.size(); ++i) {
+      EXPECT_DOUBLE_EQ(percentile(values, ps[i]), expected[i]) << "p" << ps[i];
+    }
+  }
+}
+
+TEST(WeightedPercentile, EqualsPercentileOfExpandedSample) {
+  std::mt19937_64 rng(42);
+  for (int trial = 0; trial < 50; ++trial) {
+    std::vector<WeightedValue> runs;
+    std::vector<double> expanded;
+    double value = 0;
+    const int num_runs = 1 + static_cast<int>(rng() % 20);
+    for (int r = 0; r < num_runs; ++r) {
+      value += 0.001 * static_cast<double>(1 + rng() % 100);
+      const int64_t count = 1 + static_cast<int64_t>(rng() % (trial % 2 ? 3 : 500));
+      runs.push_back({value, count});
+      expanded.insert(expanded.end(), static_cast<size_t>(count), value);
+    }
+    for (double p : {0.0, 1.0, 25.0, 50.0, 90.0, 99.0, 99.9, 100.0}) {
+      EXPECT_DOUBLE_EQ(weighted_percentile(runs, p), percentile(expanded, p))
+          << "trial " << trial << " p" << p;
+    }
+  }
+}
+
+// A hand-built run of the seeds' five-request example with the unit backend (one iteration = 1 s,
+// prompts of one token, the prefill iteration emits the first token). Each request emits one token
+// per iteration from `scheduled` until its output is complete.
+struct ToyRequest {
+  const char* id;
+  int arrival, output, scheduled;
+};
+
+std::vector<Metric> run_toy(const std::vector<ToyRequest>& toy, int max_num_seqs) {
+  constexpr Time kStep = kNsPerSecond;
+  std::deque<RequestSpec> specs;
+  std::vector<Request> requests(toy.size());
+  int end = 0;
+  for (size_t i = 0; i < toy.size(); ++i) {
+    const ToyRequest& t = toy[i];
+    specs.push_back({t.id, t.arrival * kStep, 1, t.output, 0, 0});
+    Request& r = requests[i];
+    r.spec = &specs.back();
+    r.index = static_cast<int32_t>(i);
+    r.prompt_tokens = 1;
+    r.arrival = t.arrival * kStep;
+    r.output_tokens = t.output;
+    r.replica = 0;
+    end = std::max(end, t.scheduled + t.output);
+  }
+  MetricsAccumulator acc({.max_num_seqs = max_num_seqs, .replicas = 1});
+  for (int step = 0; step < end; ++step) {
+    IterationRecord it;
+    it.step = step;
+    it.start = step * kStep;
+    it.duration = kStep;
+    std::vector<BatchItem> items;
+    for (size_t i = 0; i < toy.size(); ++i) {
+      const ToyRequest& t = toy[i];
+      if (step < t.scheduled || step >= t.scheduled + t.output) continue;
+      Request& r = requests[i];
+      BatchItem item;
+      item.seq = &r;
+      item.new_tokens = 1;
+      item.emitted = true;
+      item.token_gap = step == t.scheduled ? -1 : kStep;  // the first token has no gap
+      if (step == t.scheduled) r.scheduled = it.start;
+      if (step == t.scheduled) r.first_token = it.start + kStep;
+      ++r.num_output;
+      items.push_back(item);
+      ++it.emitted;
+    }
+    it.num_seqs = it.emitted;
+    acc.on_iteration(it, items);
+    for (size_t i = 0; i < toy.size(); ++i) {
+      Request& r = requests[i];
+      if (step == toy[i].scheduled + toy[i].output - 1) {
+        r.status = RequestStatus::kDone;
+        r.last_token = r.finished = it.start + kStep;
+        acc.on_request(r);
+      }
+    }
+  }
+  return acc.compute();
+}
+
+TEST(MetricsAccumulator, SeedToyStatic) {
+  const auto m = by_name(
+      run_toy({{"A", 0, 3, 0}, {"B", 0, 8, 0}, {"C", 0, 5, 0}, {"D", 2, 4, 8}, {"E", 4, 3, 8}}, 3));
+  EXPECT_NEAR(m.at("duration"), 12, 1e-4);
+  EXPECT_NEAR(m.at("queue_mean"), 2.0, 1e-4);
+  EXPECT_NEAR(m.at("e2el_mean"), 6.6, 1e-4);
+  EXPECT_NEAR(m.at("slot_utilization"), 23.0 / 36, 1e-4);
+  EXPECT_NEAR(m.at("output_throughput"), 23.0 / 12, 1e-4);
+  EXPECT_EQ(m.at("completed"), 5);
+  EXPECT_EQ(m.at("total_output_tokens"), 23);
+  EXPECT_EQ(m.at("total_input_tokens"), 5);
+  EXPECT_EQ(m.at("iterations"), 12);
+  EXPECT_NEAR(m.at("ttft_mean"), (1 + 1 + 1 + 7 + 5) / 5.0, 1e-4);
+  EXPECT_NEAR(m.at("itl_mean"), 1.0, 1e-9);
+  EXPECT_NEAR(m.at("tpot_mean"), 1.0, 1e-9);
+}
+
+TEST(MetricsAccumulator, SeedToyContinuous) {
+  const auto m = by_name(
+      run_toy({{"A", 0, 3, 0}, {"B", 0, 8, 0}, {"C", 0, 5, 0}, {"D", 2, 4, 3}, {"E", 4, 3, 5}}, 3));
+  EXPECT_NEAR(m.at("duration"), 8, 1e-4);
+  EXPECT_NEAR(m.at("queue_mean"), 0.4, 1e-4);
+  EXPECT_NEAR(m.at("e2el_mean"), 5.0, 1e-4);
+  EXPECT_NEAR(m.at("slot_utilization"), 23.0 / 24, 1e-4);
+  EXPECT_NEAR(m.at("output_throughput"), 2.875, 1e-4);
+  EXPECT_NEAR(m.at("request_throughput"), 5.0 / 8, 1e-4);
+  EXPECT_NEAR(m.at("total_token_throughput"), 28.0 / 8, 1e-4);
+  EXPECT_NEAR(m.at("ttft_mean"), 1.4, 1e-4);
+  EXPECT_NEAR(m.at("e2el_p50"), 5.0, 1e-4);  // e2el values 3, 8, 5, 5, 4
+  EXPECT_NEAR(m.at("e2el_p90"), 6.8, 1e-4);
+  EXPECT_EQ(m.count("kv_utilization_mean"), 0u);  // unit backend: KV unlimited
+}
+
+TEST(MetricsAccumulator, MetricsComeInCanonicalOrder) {
+  const auto metrics = run_toy({{"A", 0, 3, 0}, {"B", 1, 2, 1}}, 2);
+  const auto names = metric_names();
+  size_t last = 0;
+  for (const Metric& m : metrics) {
+    const auto it = std::find(names.begin(), names.end(), m.name);
+    ASSERT_NE(it, names.end()) << m.name;
+    const auto pos = static_cast<size_t>(it - names.begin());
+    EXPECT_GE(pos, last) << m.name;
+    last = pos;
+  }
+  EXPECT_EQ(metrics.size(), names.size() - 1);  // all but kv_utilization_mean
+}
+
+TEST(MetricsAccumulator, OmitsMetricsWithoutData) {
+  MetricsAccumulator acc({});
+  auto m = by_name(acc.compute());
+  EXPECT_EQ(m.at("completed"), 0);
+  EXPECT_EQ(m.count("duration"), 0u);
+  EXPECT_EQ(m.count("ttft_mean"), 0u);
+  EXPECT_EQ(m.count("itl_mean"), 0u);
+  EXPECT_EQ(m.count("slot_utilization"), 0u);
+
+  // One-token responses: no TPOT, no ITL. A rejected request counts, with its preemptions.
+  RequestSpec spec{"a", 0, 4, 1, 0, 0};
+  Request r;
+  r.spec = &spec;
+  r.prompt_tokens = 4;
+  r.num_output = r.output_tokens = 1;
+  r.status = RequestStatus::kDone;
+  r.scheduled = 0;
+  r.first_token = r.finished = 2 * kNsPerSecond;
+  r.capped = true;
+  r.preemptions = 2;
+  acc.on_request(r);
+  Request rejected = r;
+  rejected.status = RequestStatus::kRejected;
+  rejected.finished = -1;
+  acc.on_request(rejected);
+  Request unfinished = r;
+  unfinished.status = RequestStatus::kRunning;
+  unfinished.finished = -1;
+  acc.on_request(unfinished);
+  m = by_name(acc.compute());
+  EXPECT_EQ(m.at("completed"), 1);
+  EXPECT_EQ(m.at("rejected"), 1);
+  EXPECT_EQ(m.at("capped"), 1);
+  EXPECT_EQ(m.at("preemptions"), 6);
+  EXPECT_EQ(m.count("tpot_mean"), 0u);
+  EXPECT_EQ(m.count("itl_mean"), 0u);
+  EXPECT_DOUBLE_EQ(m.at("ttft_p99"), 2.0);
+}
+
+TEST(MetricsAccumulator, KvUtilizationIsDurationWeighted) {
+  MetricsAccumulator acc({});
+  IterationRecord it;
+  it.kv_blocks_total = 100;
+  it.duration = 3 * kNsPerSecond;
+  it.kv_blocks_used = 10;
+  acc.on_iteration(it, {});
+  it.duration = 1 * kNsPerSecond;
+  it.kv_blocks_used = 50;
+  acc.on_iteration(it, {});
+  EXPECT_DOUBLE_EQ(by_name(acc.compute()).at("kv_utilization_mean"), (0.1 * 3 + 0.5) / 4);
+}
+
+// The run-length encoded ITL gives exactly the percentiles of the pooled gaps, through compaction.
+TEST(MetricsAccumulator, ItlEqualsUnweightedComputation) {
+  std::mt19937_64 rng(7);
+  MetricsAccumulator acc({});
+  std::vector<double> gaps;
+  std::vector<BatchItem> items(64);
+  for (int step = 0; step < 3000; ++step) {
+    IterationRecord it;
+    it.duration = 1'000'000 + static_cast<Time>(rng() % 50'000);
+    for (BatchItem& item : items) {
+      const uint64_t kind = rng() % 10;
+      item.token_gap = kind == 0   ? -1
+                       : kind == 1 ? it.duration + static_cast<Time>(rng() % 9000)
+                                   : it.duration;
+      if (item.token_gap >= 0) gaps.push_back(to_seconds(item.token_gap));
+    }
+    acc.on_iteration(it, items);
+  }
+  std::sort(gaps.begin(), gaps.end());
+  double sum = 0;
+  for (double g : gaps) sum += g;
+  const auto m = by_name(acc.compute());
+  EXPECT_NEAR(m.at("itl_mean"), sum / static_cast<double>(gaps.size()), 1e-12);
+  EXPECT_DOUBLE_EQ(m.at("itl_p50"), percentile(gaps, 50));
+  EXPECT_DOUBLE_EQ(m.at("itl_p90"), percentile(gaps, 90));
+  EXPECT_DOUBLE_EQ(m.at("itl_p99"), percentile(gaps, 99));
+}
+
+}  // namespace
+}  // namespace servesim
