@@ -43,6 +43,7 @@ class ContinuousPolicy final : public Policy {
     // 2. Waiting requests, first come first served, each with its whole prompt.
     const std::deque<Sequence*>& queue = view.waiting();
     const auto max_seqs = static_cast<size_t>(view.limits().max_num_seqs);
+    bool admitted = false;
     while (!queue.empty() && running.size() < max_seqs) {
       Sequence* seq = queue.front();
       const int32_t n = seq->num_uncomputed();
@@ -60,9 +61,18 @@ class ContinuousPolicy final : public Policy {
                              " KV blocks; the cache has " + std::to_string(kv.num_total()));
         continue;
       }
-      if (n > budget) break;                   // the token budget is spent
-      if (!kv.allocate(*seq, hold)) break;     // strict FCFS: nobody overtakes the head
+      if (!kv.can_allocate(*seq, hold)) break;  // strict FCFS: nobody overtakes the head
+      if (n > budget) {
+        // The head's prompt does not fit beside this iteration's decodes. Rather than let it starve
+        // while long generations run, this iteration prefills only (the decodes pause once), as
+        // vLLM before chunked prefill schedules prefill-only iterations.
+        if (admitted) break;
+        batch.items.clear();
+        budget = view.limits().max_num_batched_tokens;
+      }
+      kv.allocate(*seq, hold);
       view.admit(seq);
+      admitted = true;
       batch.items.push_back({seq, n, seq->num_computed});
       budget -= n;
     }

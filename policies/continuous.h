@@ -10,6 +10,9 @@
 //     an iteration that preempted.
 //   "max" (Orca): admission reserves prompt + max_tokens (never the true output length, which no
 //     scheduler knows); nothing is ever preempted.
+// When the first waiting prompt does not fit in the budget left beside the running decodes but
+// would fit the whole budget, that iteration prefills only and the decodes pause once (as vLLM V0's
+// prefill-only iterations), so that long generations cannot starve a long prompt.
 // A request whose prompt exceeds max_num_batched_tokens, or that could not fit in an empty KV cache,
 // is rejected with the reason: continuous batching never splits a prompt.
 #pragma once

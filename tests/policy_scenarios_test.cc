@@ -158,6 +158,22 @@ TEST(ContinuousPolicy, TokenBudgetDefersPromptsAndRejectsOversizedOnes) {
   EXPECT_NE(c.by_id("C").reason.find("max_num_batched_tokens"), std::string::npos);
 }
 
+TEST(ContinuousPolicy, ALongPromptGetsAPrefillOnlyIterationRatherThanStarve) {
+  // Budget 10. At 1, A's decode leaves 9 tokens: B's 10-token prompt does not fit beside it, so
+  // iteration 1 prefills B alone and A's decode pauses once (A: tokens at 1, 3, 4, 5, 6).
+  std::vector<RequestSpec> specs = {spec("A", 0, 1, 5), spec("B", 1, 10, 2)};
+  SimOptions o = capacity(4);
+  o.limits.max_num_batched_tokens = 10;
+  auto run = simulate(specs, "continuous", "", o);
+  const auto& c = run->capture;
+  EXPECT_EQ(secs(c.by_id("B").scheduled), 1);
+  ASSERT_GE(c.iterations.size(), 2u);
+  EXPECT_EQ(c.iterations[1].record.num_seqs, 1);
+  EXPECT_EQ(c.iterations[1].record.prefill_tokens, 10);
+  EXPECT_EQ(secs(c.by_id("B").finished), 3);
+  EXPECT_EQ(secs(c.by_id("A").finished), 6);
+}
+
 TEST(Simulator, PromptLargerThanKvMemoryIsRejectedAtArrival) {
   std::vector<RequestSpec> specs = {spec("A", 0, 100, 2), spec("B", 0, 10, 2)};
   SimOptions o = capacity(4);
