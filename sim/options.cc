@@ -1,5 +1,7 @@
 #include "sim/options.h"
 
+#include "sim/toml_fields.h"
+
 #include <cmath>
 #include <sstream>
 
@@ -14,15 +16,6 @@ std::string where(const toml::node& node) {
   return out.str();
 }
 
-std::string describe(const toml::node& node) {
-  if (const auto* s = node.as_string()) return "'" + s->get() + "'";
-  if (node.is_table()) return "a table";
-  if (node.is_array()) return "an array";
-  std::ostringstream out;
-  node.visit([&](const auto& v) { out << v; });
-  return out.str();
-}
-
 OptionReader::OptionReader(const toml::table& table, std::string prefix)
     : table_(table), prefix_(std::move(prefix)) {}
 
@@ -33,7 +26,7 @@ std::string OptionReader::full(std::string_view key) const {
 void OptionReader::fail(const toml::node& at, std::string_view key, std::string_view expected) {
   if (!ok()) return;
   error_.message = where(at) + ": " + full(key) + ": expected " + std::string(expected) + ", got " +
-                   describe(at);
+                   describe_value(at);
 }
 
 const toml::node* OptionReader::find(std::string_view key) {

@@ -24,8 +24,6 @@ namespace servesim {
 
 // "file:line:col" of a node read from a file, or "command line" for one inserted by the program.
 std::string where(const toml::node& node);
-// A TOML value as a user would write it, for messages.
-std::string describe(const toml::node& node);
 
 class OptionReader {
  public:

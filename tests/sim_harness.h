@@ -102,4 +102,16 @@ inline std::unique_ptr<Run> simulate(const std::vector<RequestSpec>& specs, cons
 
 inline double secs(Time t) { return to_seconds(t); }
 
+// The seeds' five-request example: capacity 3; A 0/3, B 0/8, C 0/5, D 2/4, E 4/3 (arrival/output).
+inline std::vector<RequestSpec> toy() {
+  return {spec("A", 0, 1, 3), spec("B", 0, 1, 8), spec("C", 0, 1, 5), spec("D", 2, 1, 4),
+          spec("E", 4, 1, 3)};
+}
+
+inline SimOptions capacity(int32_t seqs) {
+  SimOptions o;
+  o.limits.max_num_seqs = seqs;
+  return o;
+}
+
 }  // namespace servesim::testing

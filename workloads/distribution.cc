@@ -7,7 +7,7 @@
 #include <optional>
 #include <string_view>
 
-#include "workloads/toml_fields.h"
+#include "sim/toml_fields.h"
 
 namespace servesim {
 namespace {

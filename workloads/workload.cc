@@ -13,7 +13,7 @@
 #include "workloads/arrival.h"
 #include "workloads/distribution.h"
 #include "workloads/rng.h"
-#include "workloads/toml_fields.h"
+#include "sim/toml_fields.h"
 
 namespace servesim {
 namespace {

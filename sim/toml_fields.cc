@@ -1,4 +1,4 @@
-#include "workloads/toml_fields.h"
+#include "sim/toml_fields.h"
 
 #include <charconv>
 #include <cmath>

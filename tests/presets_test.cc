@@ -1,0 +1,51 @@
+#include "sim/presets.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+namespace servesim {
+namespace {
+namespace fs = std::filesystem;
+
+TEST(Presets, AnExistingFileIsItself) {
+  const std::string path = ::testing::TempDir() + "/presets_test_workload.toml";
+  std::ofstream(path) << "[[request]]\noutput_tokens = 1\n";
+  EXPECT_EQ(resolve_preset(path, PresetKind::kWorkload, "--trace").value(), path);
+}
+
+TEST(Presets, ShippedWorkloadsAreFoundByNameWithOrWithoutExtension) {
+  Result<std::string> a = resolve_preset("pareto.toml", PresetKind::kWorkload, "--trace");
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  EXPECT_TRUE(fs::exists(a.value()));
+  Result<std::string> b = resolve_preset("seed-toy", PresetKind::kWorkload, "--trace");
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(fs::path(b.value()).filename(), "seed-toy.toml");
+}
+
+TEST(Presets, AMissingNameListsThePresets) {
+  Result<std::string> r = resolve_preset("nope.toml", PresetKind::kWorkload, "--trace");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("--trace"), std::string::npos);
+  EXPECT_NE(r.error().message.find("pareto.toml"), std::string::npos);
+  EXPECT_NE(r.error().message.find("seed-toy.toml"), std::string::npos);
+  Result<std::string> p = resolve_preset("some/dir/x.toml", PresetKind::kWorkload, "--trace");
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.error().message.find("no such file"), std::string::npos);
+}
+
+TEST(Presets, TheEnvironmentComesFirst) {
+  const fs::path dir = fs::path(::testing::TempDir()) / "presets_env";
+  fs::create_directories(dir / "workloads");
+  std::ofstream(dir / "workloads" / "mine.toml") << "[[request]]\noutput_tokens = 1\n";
+  setenv("SERVESIM_DATA", dir.c_str(), 1);
+  Result<std::string> r = resolve_preset("mine", PresetKind::kWorkload, "--trace");
+  unsetenv("SERVESIM_DATA");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(fs::path(r.value()), dir / "workloads" / "mine.toml");
+}
+
+}  // namespace
+}  // namespace servesim

@@ -1,0 +1,35 @@
+#include "backends/unit.h"
+
+#include <gtest/gtest.h>
+
+#include "backends/registry.h"
+
+namespace servesim {
+namespace {
+
+TEST(UnitBackend, EveryIterationCostsOneUnitWhateverItHolds) {
+  UnitBackend unit;
+  Sequence a, b;
+  Batch small, big;
+  small.items.push_back({&a, 1, 10});
+  big.items.push_back({&a, 4096, 0});
+  big.items.push_back({&b, 1, 100000});
+  EXPECT_EQ(unit.run(small).duration, kNsPerSecond);
+  EXPECT_EQ(unit.run(big).duration, kNsPerSecond);
+  EXPECT_EQ(unit.run(big).predicted, -1);
+  EXPECT_EQ(unit.kv_blocks(16), -1);  // unlimited unless the run sets kv.blocks
+  EXPECT_TRUE(unit.counts_steps());
+}
+
+TEST(BackendRegistry, FindsUnitAndExplainsTheOthers) {
+  ASSERT_TRUE(find_backend("unit").ok());
+  Result<const BackendInfo*> roofline = find_backend("roofline");
+  ASSERT_FALSE(roofline.ok());
+  EXPECT_NE(roofline.error().message.find("not available"), std::string::npos);
+  Result<const BackendInfo*> typo = find_backend("unti");
+  ASSERT_FALSE(typo.ok());
+  EXPECT_NE(typo.error().message.find("known: unit"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace servesim
