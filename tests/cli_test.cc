@@ -138,6 +138,25 @@ TEST_F(Cli, PresetsAreFoundFromAnyDirectory) {
   EXPECT_NE(missing.output.find("pareto.toml"), std::string::npos) << missing.output;
 }
 
+TEST_F(Cli, TheSameSeedGivesTheSameRowsAndAnotherSeedOthers) {
+  const std::string rows =
+      "SELECT group_concat(id || ',' || arrival || ',' || scheduled || ',' || first_token || ',' || "
+      "finished || ',' || output_tokens, ';') FROM (SELECT * FROM requests ORDER BY id)";
+  const std::string iters =
+      "SELECT group_concat(step || ',' || start || ',' || num_seqs || ',' || prefill_tokens, ';') "
+      "FROM iterations";
+  const std::string metrics = "SELECT group_concat(name || '=' || value, ';') FROM metrics";
+  ASSERT_EQ(sim({"--trace", "pareto.toml", "--db", "a.db"}).status, 0);
+  ASSERT_EQ(sim({"--trace", "pareto.toml", "--db", "b.db"}).status, 0);
+  ASSERT_EQ(sim({"--trace", "pareto.toml", "--db", "c.db", "--seed", "7"}).status, 0);
+  for (const std::string& q : {rows, iters, metrics}) {
+    EXPECT_FALSE(query(q, "a.db").empty());
+    EXPECT_EQ(query(q, "a.db"), query(q, "b.db"));
+    EXPECT_NE(query(q, "a.db"), query(q, "c.db"));
+  }
+  EXPECT_EQ(query("SELECT seed FROM runs", "c.db"), "7");
+}
+
 TEST_F(Cli, RunsAppendAndReportReadsThemBack) {
   ASSERT_EQ(sim({"--policy", "static", "--max-num-seqs", "3", "--trace", kToy}).status, 0);
   ASSERT_EQ(sim({"--policy", "continuous", "--max-num-seqs", "3", "--trace", kToy, "--name", "second"}).status, 0);

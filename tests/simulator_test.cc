@@ -45,3 +45,56 @@ TEST(Simulator, ReplicasShareTheWorkRoundRobin) {
 
 }  // namespace
 }  // namespace servesim::testing
+
+namespace servesim::testing {
+namespace {
+
+// A policy that never schedules anything: the simulator must fail the run, not hang.
+class StuckPolicy final : public Policy {
+ public:
+  void next_batch(ReplicaView& /*view*/, Time /*now*/, Batch& /*batch*/) override {}
+  std::string_view name() const override { return "stuck"; }
+  toml::table options() const override { return {}; }
+};
+
+TEST(Simulator, APolicyThatStopsMakingProgressFailsTheRunInsteadOfHanging) {
+  std::vector<RequestSpec> specs = {spec("A", 0, 1, 2)};
+  std::vector<std::unique_ptr<Policy>> policies;
+  policies.push_back(std::make_unique<StuckPolicy>());
+  std::vector<std::unique_ptr<Backend>> backends;
+  backends.push_back(std::make_unique<UnitBackend>());
+  CaptureRecorder capture;
+  Simulator sim(specs, capacity(1), std::move(policies), std::move(backends), {&capture});
+  const RunResult result = sim.run();
+  EXPECT_EQ(result.outcome, RunOutcome::kFailed);
+  EXPECT_NE(result.error.find("stopped making progress"), std::string::npos);
+  EXPECT_EQ(capture.ends, 1);
+  ASSERT_EQ(capture.requests.size(), 1u);  // logged as unfinished
+  EXPECT_EQ(capture.requests[0].status, RequestStatus::kWaiting);
+}
+
+TEST(Simulator, AStopRequestInterruptsAndLogsWhatIsOutstanding) {
+  std::atomic<bool> stop{true};
+  std::vector<RequestSpec> specs = {spec("A", 0, 1, 2)};
+  std::vector<std::unique_ptr<Policy>> policies;
+  policies.push_back(find_policy("continuous").value()->make({}).value());
+  std::vector<std::unique_ptr<Backend>> backends;
+  backends.push_back(std::make_unique<UnitBackend>());
+  CaptureRecorder capture;
+  Simulator sim(specs, capacity(1), std::move(policies), std::move(backends), {&capture});
+  EXPECT_EQ(sim.run(&stop).outcome, RunOutcome::kInterrupted);
+  EXPECT_EQ(capture.outcome, RunOutcome::kInterrupted);
+  EXPECT_TRUE(capture.requests.empty());  // nothing had arrived yet
+}
+
+TEST(Simulator, EventsAtOneInstantAreSeenTogether) {
+  // Three requests at the same instant with one free slot left after A: B and C are both visible
+  // when the iteration at 2 is formed, and FCFS picks B.
+  std::vector<RequestSpec> specs = {spec("A", 0, 1, 2), spec("B", 2, 1, 1), spec("C", 2, 1, 1)};
+  auto run = simulate(specs, "continuous", "", capacity(1));
+  EXPECT_EQ(secs(run->capture.by_id("B").scheduled), 2);
+  EXPECT_EQ(secs(run->capture.by_id("C").scheduled), 3);
+}
+
+}  // namespace
+}  // namespace servesim::testing
