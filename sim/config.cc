@@ -99,7 +99,7 @@ Result<RunConfig> resolve_config(toml::table table) {
   if (const toml::table* kv = top.table("kv")) {
     OptionReader k(*kv, "kv");
     c.block_size = static_cast<int32_t>(k.integer("block_size", c.block_size, 1, 1 << 16));
-    c.kv_blocks = k.integer("blocks", c.kv_blocks, 0, kMax32);
+    c.kv_blocks = k.integer("blocks", c.kv_blocks, 1, kMax32);
     k.reject_unknown();
     if (!k.ok()) return k.error();
   }

@@ -195,6 +195,12 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
   MetricsAccumulator metrics({config.max_num_seqs, config.replicas});
   DbRecorder writer(*db.value(), run_id.value(), metrics);
   const bool counts_steps = backends.front()->counts_steps();
+  if (counts_steps && (!hardware.empty() || !model.empty() || config.tp != 1 ||
+                       config.gpu_memory_utilization != RunConfig{}.gpu_memory_utilization)) {
+    err << "sim: note: the " << config.backend
+        << " backend ignores --hardware, --model, --tp and --gpu-memory-utilization "
+           "(they are recorded with the run)\n";
+  }
   Simulator sim(workload.value().requests, options, std::move(policies), std::move(backends),
                 {&metrics, &writer});
 
