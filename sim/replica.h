@@ -42,9 +42,7 @@ class Replica final : public ReplicaView {
   void finish_iteration(Time now);
   // Requests still waiting or running (not done, not rejected).
   size_t outstanding() const { return waiting_.size() + running_.size(); }
-  int64_t steps() const { return step_; }
   int64_t kv_blocks_used() const { return kv_.num_used(); }
-  const Policy& policy() const { return *policy_; }
 
   // ReplicaView
   const std::deque<Sequence*>& waiting() const override { return waiting_; }

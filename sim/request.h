@@ -48,8 +48,6 @@ struct Sequence {
   int32_t num_tokens() const { return prompt_tokens + num_output; }
   // Tokens still to be computed before the next output token can be produced.
   int32_t num_uncomputed() const { return num_tokens() - num_computed; }
-  // True while the sequence still has prompt (or, after preemption, recomputed) tokens to process.
-  bool in_prefill() const { return num_uncomputed() > 1 || num_output == 0; }
 };
 
 // The simulator's full record of a request.
