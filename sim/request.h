@@ -13,14 +13,47 @@
 
 namespace servesim {
 
+// Prompt identity, for prefix caching. A prompt is a list of segments; a segment is the first
+// `tokens` tokens of a piece of content named `id` (a system prompt, a few-shot block, one turn of a
+// conversation, one 512-token block of a Mooncake trace). Two prompts that start with the same
+// segments start with the same tokens, so their leading KV blocks are the same. Content ids of
+// different kinds come from different salted hashes (content_id) and do not collide.
+struct Segment {
+  uint64_t id = 0;
+  int32_t tokens = 0;
+};
+
+// A content id: the hash of a kind (a fixed salt per kind of content) and a number within it.
+uint64_t content_id(uint64_t salt, uint64_t n);
+
+// Salts of the kinds of content. The simulator numbers kUniqueContent and kOutputContent by request
+// index for requests whose prompt is empty or whose output_id is 0; the workload loader uses the
+// other kinds, numbered as it likes, so the two never meet.
+inline constexpr uint64_t kUniqueContent = 0x756e697175652121;      // sim: a request's own prompt
+inline constexpr uint64_t kOutputContent = 0x6f75747075742121;      // sim: a request's output
+inline constexpr uint64_t kUserContent = 0x7573657274787421;        // loader: new user tokens
+inline constexpr uint64_t kTurnOutputContent = 0x7475726e6f757421;  // loader: a turn's output
+inline constexpr uint64_t kPrefixContent = 0x7072656669782121;      // loader: shared prefixes
+inline constexpr uint64_t kTraceBlockContent = 0x7472616365212121;  // loader: a trace's hash ids
+
 // One request of a workload, as read or generated. Immutable once the workload is loaded.
 struct RequestSpec {
   std::string id;          // unique within the workload
-  Time arrival = 0;        // ns from the start of the workload
+  Time arrival = 0;        // ns from the start of the workload; ignored when `after` is not empty
   int32_t prompt_tokens = 1;
   int32_t output_tokens = 1;  // ground truth: how many tokens the response really has (>= 1)
   int32_t max_tokens = 0;     // the caller's limit; 0 = not given (the run's default applies)
   int32_t line = 0;           // source line in the workload file, 0 if generated (for messages)
+  // The prompt's content, segment by segment; the segments' tokens add up to prompt_tokens. Empty:
+  // the prompt is this request's own and shares nothing.
+  std::vector<Segment> prompt{};
+  // Content id of the tokens this request generates (so that a later turn whose prompt repeats
+  // them can hit the cache). 0: derived from the request's position, unique.
+  uint64_t output_id = 0;
+  // Dependencies: indices (into Workload::requests) of the requests that must finish first. The
+  // request arrives when the last of them finishes, plus think_time. Empty: it arrives at `arrival`.
+  std::vector<int32_t> after{};
+  Time think_time = 0;
 };
 
 enum class RequestStatus : uint8_t {
@@ -33,6 +66,13 @@ enum class RequestStatus : uint8_t {
 
 // What a scheduler knows about a request.
 struct Sequence {
+  // The prompt's content and the id of the generated tokens' content (see Segment); the KV block
+  // manager hashes blocks from them.
+  const Segment* prompt_segments = nullptr;
+  int32_t num_prompt_segments = 0;
+  uint64_t output_id = 0;
+  std::vector<uint64_t> block_hashes;  // hashes of the sequence's full blocks, computed on demand
+
   int32_t index = 0;           // position in the run's request table
   int32_t prompt_tokens = 0;
   int32_t max_tokens = 0;      // effective limit on output tokens

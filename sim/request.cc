@@ -1,0 +1,13 @@
+#include "sim/request.h"
+
+namespace servesim {
+
+uint64_t content_id(uint64_t salt, uint64_t n) {
+  // splitmix64's finalizer over the salted number: a bijection, so ids of one kind never collide.
+  uint64_t z = salt ^ (n + 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+}  // namespace servesim
