@@ -41,9 +41,11 @@ class ReplicaView {
   // False once every request of the workload has arrived somewhere: waiting longer brings nothing.
   virtual bool more_arrivals_expected() const = 0;
 
-  // Moves seq from waiting() to the back of running(); records its first scheduling time.
+  // Moves seq from waiting() to the back of running(); records its first scheduling time. Its first
+  // num_cached_tokens tokens came from the prefix cache and count as computed (and, at its first
+  // admission, as its cached_tokens).
   // REQUIRES: seq is in waiting(); the policy has already allocated its KV blocks.
-  virtual void admit(Sequence* seq) = 0;
+  virtual void admit(Sequence* seq, int32_t num_cached_tokens = 0) = 0;
   // Preemption by recompute: frees seq's blocks, forgets its computed tokens (its output so far is
   // kept and recomputed with the prompt), and puts it at the front of waiting().
   // REQUIRES: seq is in running() and not in the batch being formed.

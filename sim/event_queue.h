@@ -14,19 +14,20 @@ namespace servesim {
 enum class EventKind : uint8_t {
   kIterationEnd,  // a replica's forward pass completes
   kWake,          // a policy asked to be consulted again (static batching's max_wait)
+  kArrival,       // a dependent request arrives (its parents finished, plus think time)
 };
 
 struct Event {
   Time time = 0;
   uint64_t seq = 0;  // insertion number
   EventKind kind = EventKind::kIterationEnd;
-  int32_t replica = 0;
+  int32_t target = 0;  // the replica, or for kArrival the request
 };
 
 class EventQueue {
  public:
-  void push(Time time, EventKind kind, int32_t replica) {
-    heap_.push(Event{time, next_seq_++, kind, replica});
+  void push(Time time, EventKind kind, int32_t target) {
+    heap_.push(Event{time, next_seq_++, kind, target});
   }
   bool empty() const { return heap_.empty(); }
   // REQUIRES: !empty()

@@ -1,49 +1,203 @@
 #include "sim/kv_cache.h"
 
+#include <algorithm>
 #include <cassert>
+#include <limits>
 
 namespace servesim {
+namespace {
 
-BlockManager::BlockManager(int32_t block_size, int64_t num_blocks)
-    : block_size_(block_size), total_(num_blocks) {
+uint64_t mix(uint64_t h, uint64_t v) { return content_id(h, v); }
+
+}  // namespace
+
+BlockManager::BlockManager(int32_t block_size, int64_t num_blocks, bool prefix_caching)
+    : block_size_(block_size), total_(num_blocks), prefix_caching_(prefix_caching) {
   assert(block_size >= 1);
   assert(num_blocks >= 0 || num_blocks == kUnlimited);
 }
 
 int64_t BlockManager::num_free() const {
-  return unlimited() ? std::numeric_limits<int32_t>::max() - used_ : total_ - used_;
+  if (unlimited()) return std::numeric_limits<int32_t>::max() - used_;
+  return (total_ - next_fresh_) + queued_;
 }
 
-bool BlockManager::can_allocate(const Sequence& seq, int64_t num_tokens) const {
-  const int64_t need = blocks_for(num_tokens) - static_cast<int64_t>(seq.block_table.size());
-  return need <= 0 || need <= num_free();
+void BlockManager::unlink(int32_t id) {
+  const auto i = static_cast<size_t>(id);
+  if (prev_[i] != kNone) next_[static_cast<size_t>(prev_[i])] = next_[i];
+  else head_ = next_[i];
+  if (next_[i] != kNone) prev_[static_cast<size_t>(next_[i])] = prev_[i];
+  else tail_ = prev_[i];
+  prev_[i] = next_[i] = kNone;
+  --queued_;
 }
 
-bool BlockManager::allocate(Sequence& seq, int64_t num_tokens) {
-  const int64_t need = blocks_for(num_tokens) - static_cast<int64_t>(seq.block_table.size());
-  if (need <= 0) return true;
-  if (need > num_free()) return false;
-  for (int64_t i = 0; i < need; ++i) {
-    int32_t id;
-    if (!free_list_.empty()) {
-      id = free_list_.back();
-      free_list_.pop_back();
-    } else {
-      id = next_fresh_++;
+void BlockManager::push_free(int32_t id) {
+  const auto i = static_cast<size_t>(id);
+  prev_[i] = tail_;
+  next_[i] = kNone;
+  if (tail_ != kNone) next_[static_cast<size_t>(tail_)] = id;
+  else head_ = id;
+  tail_ = id;
+  ++queued_;
+}
+
+int32_t BlockManager::take_block() {
+  int32_t id;
+  if (unlimited() && !spare_.empty()) {
+    id = spare_.back();
+    spare_.pop_back();
+  } else if (unlimited() || next_fresh_ < total_) {
+    id = next_fresh_++;
+    ref_.push_back(0);
+    hash_.push_back(0);
+    prev_.push_back(kNone);
+    next_.push_back(kNone);
+  } else {
+    assert(head_ != kNone);
+    id = head_;
+    unlink(id);
+    uint64_t& h = hash_[static_cast<size_t>(id)];
+    if (h != 0) {  // evict: the least recently freed cached block gives way
+      cache_.erase(h);
+      h = 0;
     }
+  }
+  return id;
+}
+
+void BlockManager::hash_blocks(Sequence& seq, size_t num_blocks) const {
+  // Walk the content from the first token not yet hashed; each block's hash chains the previous
+  // block's hash with the (content id, offset, length) pieces it covers.
+  const int64_t bs = block_size_;
+  int64_t pos = static_cast<int64_t>(seq.block_hashes.size()) * bs;
+  int32_t s = 0;          // the prompt segment holding `pos`
+  int64_t seg_start = 0;  // its first token
+  while (s < seq.num_prompt_segments && seg_start + seq.prompt_segments[s].tokens <= pos) {
+    seg_start += seq.prompt_segments[s].tokens;
+    ++s;
+  }
+  while (seq.block_hashes.size() < num_blocks) {
+    const int64_t end = pos + bs;
+    uint64_t h = seq.block_hashes.empty() ? 0x736572766573696dULL : seq.block_hashes.back();
+    while (pos < end) {
+      uint64_t id;
+      int64_t offset, len;
+      if (pos < seq.prompt_tokens) {
+        const Segment& seg = seq.prompt_segments[s];
+        id = seg.id;
+        offset = pos - seg_start;
+        len = std::min<int64_t>(seg_start + seg.tokens, end) - pos;
+        if (pos + len == seg_start + seg.tokens) {
+          seg_start += seg.tokens;
+          ++s;
+        }
+      } else {
+        id = seq.output_id;
+        offset = pos - seq.prompt_tokens;
+        len = end - pos;
+      }
+      h = mix(mix(h, id), static_cast<uint64_t>(offset) << 32 | static_cast<uint64_t>(len));
+      pos += len;
+    }
+    seq.block_hashes.push_back(h == 0 ? 1 : h);  // 0 means "not cached"
+  }
+}
+
+int32_t BlockManager::lookup(uint64_t hash) const {
+  auto it = cache_.find(hash);
+  return it == cache_.end() ? kNone : it->second;
+}
+
+int32_t BlockManager::cached_prefix_tokens(Sequence& seq) {
+  assert(seq.block_table.empty());
+  if (!prefix_caching_ || seq.num_tokens() <= 1) return 0;
+  const auto max_blocks = static_cast<size_t>((seq.num_tokens() - 1) / block_size_);
+  hash_blocks(seq, max_blocks);
+  size_t hits = 0;
+  while (hits < max_blocks && lookup(seq.block_hashes[hits]) != kNone) ++hits;
+  return static_cast<int32_t>(hits) * block_size_;
+}
+
+int64_t BlockManager::evictable_hits(const Sequence& seq, int32_t num_cached_tokens) const {
+  // Cached blocks that nobody holds sit in the free queue: claiming them uses up free room.
+  int64_t n = 0;
+  for (int32_t b = 0; b < num_cached_tokens / block_size_; ++b) {
+    const int32_t id = lookup(seq.block_hashes[static_cast<size_t>(b)]);
+    if (ref_[static_cast<size_t>(id)] == 0 && !unlimited()) ++n;
+  }
+  return n;
+}
+
+bool BlockManager::can_allocate(const Sequence& seq, int64_t num_tokens,
+                                int32_t num_cached_tokens) const {
+  const int64_t held = static_cast<int64_t>(seq.block_table.size()) + num_cached_tokens / block_size_;
+  const int64_t need = blocks_for(num_tokens) - held;
+  const int64_t evictable = num_cached_tokens > 0 ? evictable_hits(seq, num_cached_tokens) : 0;
+  return std::max<int64_t>(need, 0) + evictable <= num_free();
+}
+
+bool BlockManager::allocate(Sequence& seq, int64_t num_tokens, int32_t num_cached_tokens) {
+  assert(num_cached_tokens % block_size_ == 0);
+  assert(num_cached_tokens == 0 || seq.block_table.empty());
+  if (num_cached_tokens == 0 && blocks_for(num_tokens) <= static_cast<int64_t>(seq.block_table.size()) &&
+      !prefix_caching_) {
+    return true;  // the common decode step: the last block still has room
+  }
+  if (!can_allocate(seq, num_tokens, num_cached_tokens)) return false;
+
+  // Claim the cached leading blocks.
+  for (int32_t b = 0; b < num_cached_tokens / block_size_; ++b) {
+    const int32_t id = lookup(seq.block_hashes[static_cast<size_t>(b)]);
+    int32_t& ref = ref_[static_cast<size_t>(id)];
+    if (ref == 0) {
+      if (!unlimited()) unlink(id);
+      ++used_;
+    }
+    ++ref;
     seq.block_table.push_back(id);
   }
-  used_ += need;
+  if (num_cached_tokens > 0) seq.num_registered_blocks = num_cached_tokens / block_size_;
+
+  // Fresh blocks for the rest.
+  while (static_cast<int64_t>(seq.block_table.size()) < blocks_for(num_tokens)) {
+    const int32_t id = take_block();
+    ref_[static_cast<size_t>(id)] = 1;
+    ++used_;
+    seq.block_table.push_back(id);
+  }
+
+  // Register the blocks these tokens fill: they are computed by the iteration being scheduled.
+  if (prefix_caching_) {
+    const auto full = static_cast<size_t>(num_tokens / block_size_);
+    hash_blocks(seq, full);
+    for (auto b = static_cast<size_t>(seq.num_registered_blocks); b < full; ++b) {
+      const uint64_t h = seq.block_hashes[b];
+      const int32_t id = seq.block_table[b];
+      if (hash_[static_cast<size_t>(id)] == 0 && cache_.emplace(h, id).second) {
+        hash_[static_cast<size_t>(id)] = h;
+      }
+    }
+    seq.num_registered_blocks = static_cast<int32_t>(std::max(full, static_cast<size_t>(seq.num_registered_blocks)));
+  }
   return true;
 }
 
 void BlockManager::free(Sequence& seq) {
-  // Freed in reverse so that the tail blocks, the least likely to be shared, are reused first.
   for (auto it = seq.block_table.rbegin(); it != seq.block_table.rend(); ++it) {
-    free_list_.push_back(*it);
+    const int32_t id = *it;
+    int32_t& ref = ref_[static_cast<size_t>(id)];
+    assert(ref > 0);
+    if (--ref > 0) continue;  // still shared by another sequence
+    --used_;
+    if (!unlimited()) {
+      push_free(id);
+    } else if (hash_[static_cast<size_t>(id)] == 0) {
+      spare_.push_back(id);  // cached blocks stay cached forever when memory is unlimited
+    }
   }
-  used_ -= static_cast<int64_t>(seq.block_table.size());
   seq.block_table.clear();
+  seq.num_registered_blocks = 0;
 }
 
 }  // namespace servesim

@@ -2,13 +2,24 @@
 // `block_size` tokens; a sequence holds a block table that grows as its tokens are computed.
 //
 // Policies ask it for room (can_allocate / allocate) and give room back (free); they never count
-// bytes themselves. Block ids come from a free list; with an unlimited cache (the unit backend
-// without kv.blocks) ids are handed out fresh and nothing is preallocated, so the cost of an
-// allocation never depends on the cache's size.
+// bytes themselves. Free blocks wait in a queue: never-used blocks first, then freed blocks in the
+// order they were freed, and allocation takes from the front (least recently used).
+//
+// With prefix caching (vLLM's automatic prefix caching), a full block is identified by a hash chained
+// from the sequence's first block over its content (Sequence::prompt_segments, output_id). A block is
+// registered in the cache when the allocation that will fill it is made, i.e. when the iteration
+// that computes it is scheduled, so a request admitted later in that iteration already reuses it. A
+// new sequence reuses the longest run of cached leading blocks (cached_prefix_tokens). A freed block
+// keeps its hash and can still be hit until it is taken from the free queue for reuse (LRU eviction).
+// A sequence frees its blocks tail first, so its tail is evicted before its head.
+//
+// With an unlimited cache (the unit backend without kv.blocks) ids are handed out fresh, cached
+// blocks are never evicted, and nothing is preallocated: the cost of an operation never depends on
+// the cache's size.
 #pragma once
 
 #include <cstdint>
-#include <limits>
+#include <unordered_map>
 #include <vector>
 
 #include "sim/request.h"
@@ -20,35 +31,67 @@ class BlockManager {
   static constexpr int64_t kUnlimited = -1;
 
   // REQUIRES: block_size >= 1; num_blocks >= 0 or kUnlimited.
-  BlockManager(int32_t block_size, int64_t num_blocks);
+  BlockManager(int32_t block_size, int64_t num_blocks, bool prefix_caching = false);
 
   int32_t block_size() const { return block_size_; }
   bool unlimited() const { return total_ == kUnlimited; }
+  bool prefix_caching() const { return prefix_caching_; }
   // Total blocks, or kUnlimited.
   int64_t num_total() const { return total_; }
+  // Blocks held by at least one sequence.
   int64_t num_used() const { return used_; }
-  // Free blocks; a very large number when unlimited.
+  // Blocks that an allocation may take (cached blocks nobody holds included); very large when
+  // unlimited.
   int64_t num_free() const;
+  // Cached blocks (held or not) that a new sequence could hit.
+  int64_t num_cached() const { return static_cast<int64_t>(cache_.size()); }
 
   // Blocks needed to hold `tokens` tokens.
   int64_t blocks_for(int64_t tokens) const { return (tokens + block_size_ - 1) / block_size_; }
   // True if a sequence of `tokens` tokens could fit in an empty cache.
   bool fits_at_all(int64_t tokens) const { return unlimited() || blocks_for(tokens) <= total_; }
 
-  // True if `seq` can grow to hold `num_tokens` tokens in total (a no-op when it already does).
-  bool can_allocate(const Sequence& seq, int64_t num_tokens) const;
-  // Grows seq's block table to hold `num_tokens` tokens. Returns false, changing nothing, if there
-  // are not enough free blocks.
-  bool allocate(Sequence& seq, int64_t num_tokens);
-  // Returns all of seq's blocks to the free list. Safe on a sequence that holds none.
+  // Prefix caching: how many of seq's leading tokens are in cached blocks, in whole blocks, and at
+  // most num_tokens - 1 (a full hit still recomputes its last block, so that the forward pass has a
+  // token to produce the next one from). 0 without prefix caching. Computes seq's block hashes as
+  // needed. REQUIRES: seq holds no blocks.
+  int32_t cached_prefix_tokens(Sequence& seq);
+
+  // True if seq can grow to hold `num_tokens` tokens in total, its first `num_cached_tokens` taken
+  // from the cache (the value cached_prefix_tokens returned, or 0).
+  bool can_allocate(const Sequence& seq, int64_t num_tokens, int32_t num_cached_tokens = 0) const;
+  // Grows seq's block table to hold `num_tokens` tokens, first claiming the cached blocks of its
+  // first `num_cached_tokens` tokens, and registers in the cache every block that these tokens fill.
+  // Returns false, changing nothing, if there are not enough free blocks.
+  // REQUIRES: num_cached_tokens is 0, or cached_prefix_tokens(seq) just returned it.
+  bool allocate(Sequence& seq, int64_t num_tokens, int32_t num_cached_tokens = 0);
+  // Returns seq's blocks, tail first; cached ones stay cached until evicted. Safe on a sequence that
+  // holds none.
   void free(Sequence& seq);
 
  private:
-  int32_t block_size_;
-  int64_t total_;
+  static constexpr int32_t kNone = -1;
+
+  int32_t take_block();                  // a free block: never used, else the LRU one (evicted)
+  void unlink(int32_t id);               // out of the free queue
+  void push_free(int32_t id);            // onto the free queue's tail
+  void hash_blocks(Sequence& seq, size_t num_blocks) const;  // extends seq.block_hashes
+  int32_t lookup(uint64_t hash) const;   // cached block with this hash, or kNone
+  int64_t evictable_hits(const Sequence& seq, int32_t num_cached_tokens) const;
+
+  const int32_t block_size_;
+  const int64_t total_;
+  const bool prefix_caching_;
   int64_t used_ = 0;
-  int32_t next_fresh_ = 0;           // ids below this have been handed out at least once
-  std::vector<int32_t> free_list_;   // ids handed back, reused LIFO
+  int32_t next_fresh_ = 0;  // ids below this have been handed out at least once
+  // Per block id (grown as ids are handed out):
+  std::vector<int32_t> ref_;       // sequences holding it
+  std::vector<uint64_t> hash_;     // its hash while it is cached, else 0
+  std::vector<int32_t> prev_, next_;  // links of the free queue
+  int32_t head_ = kNone, tail_ = kNone;
+  int64_t queued_ = 0;             // blocks in the free queue
+  std::vector<int32_t> spare_;     // unlimited: freed uncached blocks, reused first
+  std::unordered_map<uint64_t, int32_t> cache_;  // hash -> block
 };
 
 }  // namespace servesim

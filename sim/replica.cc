@@ -8,14 +8,15 @@ namespace servesim {
 
 Replica::Replica(int32_t id, SchedulerLimits limits, BlockManager kv, std::unique_ptr<Policy> policy,
                  std::unique_ptr<Backend> backend, std::span<Recorder* const> recorders,
-                 const bool* more_arrivals)
+                 const bool* more_arrivals, std::vector<int32_t>* settled)
     : id_(id),
       limits_(limits),
       kv_(std::move(kv)),
       policy_(std::move(policy)),
       backend_(std::move(backend)),
       recorders_(recorders),
-      more_arrivals_(more_arrivals) {
+      more_arrivals_(more_arrivals),
+      settled_(settled) {
   batch_.items.reserve(static_cast<size_t>(limits.max_num_seqs));
 }
 
@@ -101,9 +102,10 @@ void Replica::finish_iteration(Time now) {
 void Replica::complete(Request& r) {
   r.finished = now_;
   for (Recorder* rec : recorders_) rec->on_request(r);
+  settled_->push_back(r.index);
 }
 
-void Replica::admit(Sequence* seq) {
+void Replica::admit(Sequence* seq, int32_t num_cached_tokens) {
   if (!waiting_.empty() && waiting_.front() == seq) {
     waiting_.pop_front();
   } else {
@@ -112,9 +114,13 @@ void Replica::admit(Sequence* seq) {
     waiting_.erase(it);
   }
   seq->status = RequestStatus::kRunning;
+  seq->num_computed = num_cached_tokens;
   running_.push_back(seq);
   Request& r = req(seq);
-  if (r.scheduled < 0) r.scheduled = now_;
+  if (r.scheduled < 0) {
+    r.scheduled = now_;
+    r.cached_tokens = num_cached_tokens;
+  }
 }
 
 void Replica::preempt(Sequence* seq) {
@@ -137,6 +143,7 @@ void Replica::reject(Sequence* seq, std::string reason) {
   r.status = RequestStatus::kRejected;
   r.reason = std::move(reason);
   for (Recorder* rec : recorders_) rec->on_request(r);
+  settled_->push_back(r.index);
 }
 
 void Replica::hold_response(Sequence* seq) { req(seq).held = true; }

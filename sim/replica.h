@@ -23,10 +23,12 @@ namespace servesim {
 
 class Replica final : public ReplicaView {
  public:
-  // `more_arrivals` points at the simulator's flag; recorders outlive the replica.
+  // `more_arrivals` points at the simulator's flag; the index of every request whose fate is
+  // settled here (complete or rejected) is appended to *settled. Both and the recorders outlive the
+  // replica.
   Replica(int32_t id, SchedulerLimits limits, BlockManager kv, std::unique_ptr<Policy> policy,
           std::unique_ptr<Backend> backend, std::span<Recorder* const> recorders,
-          const bool* more_arrivals);
+          const bool* more_arrivals, std::vector<int32_t>* settled);
 
   // A request arrives (status kPending -> kWaiting), or is rejected at once if its prompt alone
   // could never fit in KV memory.
@@ -50,7 +52,7 @@ class Replica final : public ReplicaView {
   BlockManager& kv() override { return kv_; }
   const SchedulerLimits& limits() const override { return limits_; }
   bool more_arrivals_expected() const override { return *more_arrivals_; }
-  void admit(Sequence* seq) override;
+  void admit(Sequence* seq, int32_t num_cached_tokens = 0) override;
   void preempt(Sequence* seq) override;
   void reject(Sequence* seq, std::string reason) override;
   void hold_response(Sequence* seq) override;
@@ -67,6 +69,7 @@ class Replica final : public ReplicaView {
   std::unique_ptr<Backend> backend_;
   std::span<Recorder* const> recorders_;
   const bool* more_arrivals_;
+  std::vector<int32_t>* settled_;
 
   std::deque<Sequence*> waiting_;
   std::vector<Sequence*> running_;

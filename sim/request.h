@@ -72,6 +72,7 @@ struct Sequence {
   int32_t num_prompt_segments = 0;
   uint64_t output_id = 0;
   std::vector<uint64_t> block_hashes;  // hashes of the sequence's full blocks, computed on demand
+  int32_t num_registered_blocks = 0;   // leading blocks registered in, or claimed from, the cache
 
   int32_t index = 0;           // position in the run's request table
   int32_t prompt_tokens = 0;
@@ -93,6 +94,7 @@ struct Sequence {
 // The simulator's full record of a request.
 struct Request : Sequence {
   const RequestSpec* spec = nullptr;
+  Segment own_prompt;          // the prompt's content when the spec gives none: unique to it
   int32_t output_tokens = 0;   // tokens that will be generated: min(spec->output_tokens, max_tokens)
   bool capped = false;         // spec->output_tokens exceeded max_tokens (finish reason "length")
   bool held = false;           // response released by the policy, not at the last token

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <numeric>
 #include <utility>
 
 namespace servesim {
@@ -14,10 +15,13 @@ Simulator::Simulator(const std::vector<RequestSpec>& specs, const SimOptions& op
   assert(options.replicas >= 1);
   assert(policies.size() == static_cast<size_t>(options.replicas));
   assert(backends.size() == policies.size());
-  requests_.resize(specs.size());
-  for (size_t i = 0; i < specs.size(); ++i) {
+  const size_t n = specs.size();
+  requests_.resize(n);
+  child_start_.assign(n + 1, 0);
+  parents_left_.assign(n, 0);
+  ready_at_.assign(n, 0);
+  for (size_t i = 0; i < n; ++i) {
     const RequestSpec& spec = specs[i];
-    assert(i == 0 || specs[i - 1].arrival <= spec.arrival);
     Request& r = requests_[i];
     r.spec = &spec;
     r.index = static_cast<int32_t>(i);
@@ -26,18 +30,88 @@ Simulator::Simulator(const std::vector<RequestSpec>& specs, const SimOptions& op
     r.max_tokens = spec.max_tokens > 0 ? spec.max_tokens : options.default_max_tokens;
     r.output_tokens = std::min(spec.output_tokens, r.max_tokens);  // the engine stops at max_tokens
     r.capped = spec.output_tokens > r.max_tokens;
+    if (spec.prompt.empty()) {
+      r.own_prompt = {content_id(kUniqueContent, i), spec.prompt_tokens};
+      r.prompt_segments = &r.own_prompt;
+      r.num_prompt_segments = 1;
+    } else {
+      r.prompt_segments = spec.prompt.data();
+      r.num_prompt_segments = static_cast<int32_t>(spec.prompt.size());
+      assert(std::accumulate(spec.prompt.begin(), spec.prompt.end(), int64_t{0},
+                             [](int64_t a, const Segment& s) { return a + s.tokens; }) ==
+             spec.prompt_tokens);
+    }
+    r.output_id = spec.output_id != 0 ? spec.output_id : content_id(kOutputContent, i);
+    parents_left_[i] = static_cast<int32_t>(spec.after.size());
+    for (int32_t p : spec.after) ++child_start_[static_cast<size_t>(p) + 1];
+    if (spec.after.empty()) independent_.push_back(static_cast<int32_t>(i));
   }
+  pending_dependents_ = static_cast<int64_t>(n - independent_.size());
+  std::partial_sum(child_start_.begin(), child_start_.end(), child_start_.begin());
+  children_.resize(static_cast<size_t>(child_start_[n]));
+  std::vector<int32_t> fill(child_start_.begin(), child_start_.end() - 1);
+  for (size_t i = 0; i < n; ++i) {
+    for (int32_t p : specs[i].after) children_[static_cast<size_t>(fill[static_cast<size_t>(p)]++)] = static_cast<int32_t>(i);
+  }
+  auto by_arrival = [&](int32_t a, int32_t b) {
+    return requests_[static_cast<size_t>(a)].arrival < requests_[static_cast<size_t>(b)].arrival;
+  };
+  if (!std::is_sorted(independent_.begin(), independent_.end(), by_arrival)) {
+    std::stable_sort(independent_.begin(), independent_.end(), by_arrival);
+  }
+
   for (int32_t i = 0; i < options.replicas; ++i) {
     auto& backend = backends[static_cast<size_t>(i)];
     const int64_t blocks =
         options.kv_blocks >= 0 ? options.kv_blocks : backend->kv_blocks(options.block_size);
     replicas_.push_back(std::make_unique<Replica>(
-        i, options.limits, BlockManager(options.block_size, blocks),
+        i, options.limits, BlockManager(options.block_size, blocks, options.prefix_caching),
         std::move(policies[static_cast<size_t>(i)]), std::move(backend), recorders_,
-        &more_arrivals_));
+        &more_arrivals_, &settled_));
   }
   pending_wake_.assign(replicas_.size(), kNever);
   more_arrivals_ = !requests_.empty();
+}
+
+void Simulator::arrive(Request& r, Time now) {
+  r.arrival = now;
+  size_t target;
+  if (r.spec->after.empty()) {
+    target = round_robin_;
+    round_robin_ = (round_robin_ + 1) % replicas_.size();
+  } else {
+    // Session affinity: follow the first parent, whose KV blocks are cached there.
+    target = static_cast<size_t>(requests_[static_cast<size_t>(r.spec->after.front())].replica);
+  }
+  replicas_[target]->enqueue(&r, now);
+}
+
+void Simulator::settle_dependents(Time now) {
+  // Looping by index: a rejected child is settled here too, and its own children follow.
+  for (size_t k = 0; k < settled_.size(); ++k) {
+    const auto p = static_cast<size_t>(settled_[k]);
+    const Request& parent = requests_[p];
+    for (int32_t c = child_start_[p]; c < child_start_[p + 1]; ++c) {
+      const auto ci = static_cast<size_t>(children_[static_cast<size_t>(c)]);
+      Request& child = requests_[ci];
+      if (child.status != RequestStatus::kPending) continue;  // already rejected
+      if (parent.status == RequestStatus::kRejected) {
+        child.status = RequestStatus::kRejected;
+        child.arrival = now;
+        child.reason = "its parent '" + parent.id() + "' was rejected";
+        --pending_dependents_;
+        for (Recorder* rec : recorders_) rec->on_request(child);
+        settled_.push_back(static_cast<int32_t>(ci));
+        continue;
+      }
+      ready_at_[ci] = std::max(ready_at_[ci], parent.finished);
+      if (--parents_left_[ci] == 0) {
+        events_.push(ready_at_[ci] + child.spec->think_time, EventKind::kArrival,
+                     static_cast<int32_t>(ci));
+      }
+    }
+  }
+  settled_.clear();
 }
 
 void Simulator::schedule_idle(Time now) {
@@ -56,33 +130,39 @@ void Simulator::schedule_idle(Time now) {
 }
 
 RunResult Simulator::run(const std::atomic<bool>* stop) {
-  const size_t n = requests_.size();
-  const auto num_replicas = replicas_.size();
-  size_t round_robin = 0;
+  const size_t n = independent_.size();
   while (true) {
     if (stop != nullptr && stop->load(std::memory_order_relaxed)) {
       return finish({RunOutcome::kInterrupted, ""});
     }
     Time now = kNever;
-    if (next_arrival_ < n) now = requests_[next_arrival_].arrival;
+    if (next_arrival_ < n) now = requests_[static_cast<size_t>(independent_[next_arrival_])].arrival;
     if (!events_.empty()) now = std::min(now, events_.top().time);
     if (now == kNever) break;
 
-    while (!events_.empty() && events_.top().time == now) {
-      const Event e = events_.pop();
-      if (e.kind == EventKind::kIterationEnd) {
-        replicas_[static_cast<size_t>(e.replica)]->finish_iteration(now);
-      } else {
-        pending_wake_[static_cast<size_t>(e.replica)] = kNever;
+    do {
+      while (!events_.empty() && events_.top().time == now) {
+        const Event e = events_.pop();
+        const auto t = static_cast<size_t>(e.target);
+        switch (e.kind) {
+          case EventKind::kIterationEnd: replicas_[t]->finish_iteration(now); break;
+          case EventKind::kWake: pending_wake_[t] = kNever; break;
+          case EventKind::kArrival:
+            --pending_dependents_;
+            arrive(requests_[t], now);
+            break;
+        }
       }
-    }
-    while (next_arrival_ < n && requests_[next_arrival_].arrival == now) {
-      Request& r = requests_[next_arrival_++];
-      replicas_[round_robin]->enqueue(&r, now);
-      round_robin = (round_robin + 1) % num_replicas;
-    }
-    more_arrivals_ = next_arrival_ < n;
+      while (next_arrival_ < n &&
+             requests_[static_cast<size_t>(independent_[next_arrival_])].arrival == now) {
+        arrive(requests_[static_cast<size_t>(independent_[next_arrival_++])], now);
+      }
+      // Requests that finished just now release children with no think time: they arrive now too.
+      settle_dependents(now);
+    } while (!events_.empty() && events_.top().time == now);
+    more_arrivals_ = next_arrival_ < n || pending_dependents_ > 0;
     schedule_idle(now);
+    settle_dependents(now);  // releases and rejections made while scheduling
   }
 
   // No events and no arrivals left: every request must be settled, or a policy stopped making

@@ -1,8 +1,14 @@
 // The discrete-event simulation of one run: a workload's requests arrive, are routed to replicas
-// (round robin), and each replica runs iterations back to back while it has work.
+// (round robin; a request that depends on others goes where its first parent went, so that a
+// conversation stays with its prefix cache), and each replica runs iterations back to back while it
+// has work.
 //
-// Order within one instant t: first the events due at t in insertion order (iteration ends, wake-ups),
-// then every arrival at t, then each idle replica, in replica order, forms its next batch. So a
+// A request with parents (RequestSpec::after) arrives when the last of them finishes, plus its think
+// time; if a parent is rejected, so is the request.
+//
+// Order within one instant t: first the events due at t in insertion order (iteration ends, wake-ups,
+// dependent arrivals), then every independent arrival at t, repeated while settling requests makes
+// more arrivals due at t; then each idle replica, in replica order, forms its next batch. So a
 // scheduling decision at t sees every request that arrived at or before t, including those arriving
 // at the very instant an iteration ends, and all requests arriving at the same instant together.
 #pragma once
@@ -27,6 +33,7 @@ struct SimOptions {
   SchedulerLimits limits;
   int32_t block_size = 16;           // tokens per KV block
   int64_t kv_blocks = -1;            // KV blocks per replica; -1 = what the backend says
+  bool prefix_caching = false;       // automatic prefix caching in the block managers
   int32_t default_max_tokens = 2048; // for requests that do not give max_tokens
 };
 
@@ -37,8 +44,10 @@ struct RunResult {
 
 class Simulator {
  public:
-  // specs: sorted by arrival. policies and backends: one each per replica. Recorders are called in
-  // the given order and must outlive the simulator.
+  // specs: the workload (it must outlive the simulator; independent requests need not be sorted);
+  // policies and backends: one each per replica. Recorders are called in the given order and must
+  // outlive the simulator. REQUIRES: `after` indices are valid and acyclic; each spec's prompt
+  // segments add up to its prompt_tokens.
   Simulator(const std::vector<RequestSpec>& specs, const SimOptions& options,
             std::vector<std::unique_ptr<Policy>> policies,
             std::vector<std::unique_ptr<Backend>> backends, std::vector<Recorder*> recorders);
@@ -51,6 +60,8 @@ class Simulator {
   const Replica& replica(int32_t i) const { return *replicas_[static_cast<size_t>(i)]; }
 
  private:
+  void arrive(Request& r, Time now);
+  void settle_dependents(Time now);
   void schedule_idle(Time now);
   RunResult finish(RunResult result);
 
@@ -59,7 +70,15 @@ class Simulator {
   std::vector<Recorder*> recorders_;
   std::vector<Time> pending_wake_;  // per replica, to push each wake-up once
   EventQueue events_;
-  size_t next_arrival_ = 0;
+  std::vector<int32_t> independent_;  // requests without parents, by arrival (stable)
+  size_t next_arrival_ = 0;           // into independent_
+  size_t round_robin_ = 0;
+  // Dependencies: children of request i are children_[child_start_[i] .. child_start_[i + 1]).
+  std::vector<int32_t> child_start_, children_;
+  std::vector<int32_t> parents_left_;
+  std::vector<Time> ready_at_;         // when the last parent so far finished
+  int64_t pending_dependents_ = 0;     // dependent requests not arrived (nor rejected) yet
+  std::vector<int32_t> settled_;       // settled since last looked at (filled by the replicas)
   bool more_arrivals_ = true;
 };
 
