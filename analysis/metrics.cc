@@ -30,7 +30,7 @@ VirtualIndex virtual_index(int64_t n, double p) {
 }
 
 // clang-format off
-constexpr std::array<std::string_view, 33> kNames = {
+constexpr std::array<std::string_view, 35> kNames = {
     "completed", "rejected", "capped", "total_input_tokens", "total_output_tokens", "duration",
     "request_throughput", "output_throughput", "total_token_throughput",
     "ttft_mean", "ttft_p50", "ttft_p90", "ttft_p99",
@@ -38,7 +38,8 @@ constexpr std::array<std::string_view, 33> kNames = {
     "itl_mean", "itl_p50", "itl_p90", "itl_p99",
     "e2el_mean", "e2el_p50", "e2el_p90", "e2el_p99",
     "queue_mean", "queue_p50", "queue_p90", "queue_p99",
-    "slot_utilization", "kv_utilization_mean", "preemptions", "iterations"};
+    "slot_utilization", "kv_utilization_mean", "preemptions", "iterations",
+    "prefix_hit_rate", "prefix_request_hit_rate"};
 // clang-format on
 
 constexpr std::array<double, 3> kPercentiles = {50, 90, 99};
@@ -132,6 +133,8 @@ void MetricsAccumulator::on_request(const Request& r) {
   if (r.capped) ++capped_;
   input_tokens_ += r.prompt_tokens;
   output_tokens_ += r.num_output;
+  cached_tokens_ += r.cached_tokens;
+  if (r.cached_tokens > 0) ++cache_hits_;
   first_arrival_ = std::min(first_arrival_, r.arrival);
   last_finished_ = std::max(last_finished_, r.finished);
   e2el_.push_back(to_seconds(r.finished - r.arrival));
@@ -196,6 +199,12 @@ std::vector<Metric> MetricsAccumulator::compute() const {
   }
   count("preemptions", preemptions_);
   count("iterations", iterations_);
+  if (input_tokens_ > 0) {
+    // Prompt tokens served from the prefix cache, over all prompt tokens; requests that reused at
+    // least one block, over all requests (completed ones).
+    out.push_back({"prefix_hit_rate", static_cast<double>(cached_tokens_) / static_cast<double>(input_tokens_)});
+    out.push_back({"prefix_request_hit_rate", static_cast<double>(cache_hits_) / static_cast<double>(completed_)});
+  }
   return out;
 }
 

@@ -72,6 +72,7 @@ class MetricsAccumulator : public Recorder {
   MetricsOptions options_;
   int64_t completed_ = 0, rejected_ = 0, capped_ = 0, preemptions_ = 0, iterations_ = 0;
   int64_t input_tokens_ = 0, output_tokens_ = 0;
+  int64_t cached_tokens_ = 0, cache_hits_ = 0;  // prompt tokens from the prefix cache; requests with any
   Time first_arrival_ = kNever, last_finished_ = -1;
   std::vector<double> ttft_, tpot_, e2el_, queue_;  // seconds, one per completed request
   std::vector<std::pair<Time, int64_t>> gaps_;      // (token gap, count) runs

@@ -187,6 +187,11 @@ void print_summary(std::ostream& out, const SummaryHeader& header,
   metric_line("Iterations:", "iterations", integer);
   metric_line("Slot utilization:", "slot_utilization", percent);
   metric_line("KV cache utilization (mean):", "kv_utilization_mean", percent);
+  const double* hit = find(metrics, "prefix_hit_rate");
+  if (hit != nullptr && (*hit > 0 || header.policy == "prefix-cached")) {
+    metric_line("Prefix cache hit rate (tokens):", "prefix_hit_rate", percent);
+    metric_line("Prefix cache hit rate (requests):", "prefix_request_hit_rate", percent);
+  }
 
   for (const Section& section : kSections) {
     const std::string prefix = section.prefix;

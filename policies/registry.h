@@ -18,6 +18,7 @@ struct PolicyInfo {
   std::string_view name;
   std::string_view summary;       // one line: what it mirrors
   std::string_view options_help;  // its [policy] options, with defaults
+  bool prefix_caching;            // the replicas' block managers cache prefixes for it
   // Builds one policy object (one per replica) from the [policy] table without its `name` key;
   // errors name the offending key and where it came from.
   Result<std::unique_ptr<Policy>> (*make)(const toml::table& options);

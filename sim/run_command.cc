@@ -35,7 +35,7 @@ po::options_description run_options() {
     ("trace", po::value<std::string>()->value_name("FILE"),
      "workload TOML, or a shipped preset's name (seed-toy.toml, pareto.toml)  [trace]")
     ("policy", po::value<std::string>()->value_name("NAME"),
-     "batching policy: static | continuous (default continuous; `sim list policies`)  [policy.name]")
+     "batching policy: static | continuous | chunked-prefill | prefix-cached (default continuous; `sim list policies`)  [policy.name]")
     ("backend", po::value<std::string>()->value_name("NAME"),
      "cost model of one iteration: unit (default; `sim list backends`)  [backend]")
     ("hardware", po::value<std::string>()->value_name("NAME|FILE"), "GPU description  [hardware]")
@@ -192,6 +192,7 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
   options.block_size = config.block_size;
   options.kv_blocks = config.kv_blocks;
   options.default_max_tokens = config.max_tokens;
+  options.prefix_caching = policy_info.value()->prefix_caching;
   MetricsAccumulator metrics({config.max_num_seqs, config.replicas});
   DbRecorder writer(*db.value(), run_id.value(), metrics);
   const bool counts_steps = backends.front()->counts_steps();

@@ -205,7 +205,7 @@ TEST_F(Cli, BadInputExitsTwoWithFileLineKeyAndWritesNoRun) {
 
   Outcome policy = sim({"--policy", "fifo", "--trace", kToy});
   EXPECT_EQ(policy.status, 2);
-  EXPECT_NE(policy.output.find("known: static, continuous"), std::string::npos) << policy.output;
+  EXPECT_NE(policy.output.find("known: static, continuous, chunked-prefill, prefix-cached"), std::string::npos) << policy.output;
   Outcome option = sim({"--policy", "static", "--set", "policy.release=never", "--trace", kToy});
   EXPECT_EQ(option.status, 2);
   EXPECT_NE(option.output.find("policy.release"), std::string::npos) << option.output;

@@ -67,6 +67,8 @@ std::vector<std::string> variants(const std::string& policy) {
   std::map<std::string, std::vector<std::string>> extra = {
       {"static", {"max_wait = inf\nrelease = \"batch\"", "padding = \"pad\"\nmax_wait = 0.5"}},
       {"continuous", {"kv_reserve = \"max\""}},
+      {"chunked-prefill", {"long_prefill_token_threshold = 64"}},
+      {"prefix-cached", {"order = \"lpm\"", "long_prefill_token_threshold = 100"}},
   };
   std::vector<std::string> v = {""};
   for (const std::string& e : extra[policy]) v.push_back(e);
@@ -144,6 +146,7 @@ TEST_P(PolicyInvariants, HoldOnGeneratedWorkloads) {
           o.kv_blocks = kv_blocks;
           o.replicas = replicas;
           o.default_max_tokens = 300;
+          o.prefix_caching = info->prefix_caching;
           InvariantChecker checker(o, policy != "static");
           CaptureRecorder capture;
           std::vector<std::unique_ptr<Policy>> policies;

@@ -94,6 +94,7 @@ inline std::unique_ptr<Run> simulate(const std::vector<RequestSpec>& specs, cons
     policies.push_back(std::move(p.value()));
     backends.push_back(std::make_unique<UnitBackend>());
   }
+  options.prefix_caching = info.value()->prefix_caching;
   run->sim = std::make_unique<Simulator>(run->specs, options, std::move(policies), std::move(backends),
                                          std::vector<Recorder*>{&run->capture});
   run->result = run->sim->run();
