@@ -237,6 +237,80 @@ TEST(Workload, ShippedParetoWorkloadGolden) {
   }
 }
 
+// Every generator's requests keep the two promises the simulator relies on: a prompt's segments add
+// up to its prompt_tokens (an empty prompt is the request's own), and the order of workload.h
+// (parents first; the independent requests by arrival).
+TEST(Workload, EveryGeneratorKeepsSegmentsAndOrder) {
+  const std::string tail =
+      "[generate.arrival]\nprocess = 'gamma'\nrate = 3\ncv = 2\n[generate.prompt_tokens]\n"
+      "dist = 'pareto'\nshape = 1.2\nscale = 30\nmax = 20000\n[generate.output_tokens]\n"
+      "dist = 'zipf'\nexponent = 1.1\nn = 3000\n";
+  const std::string prefixes = "[generate.prefixes]\nshare = 0.7\ncount = 4\ntokens = 333\n";
+  const std::string sessions = "[generate.sessions]\nthink_time = 1\n[generate.sessions.turns]\n"
+                               "dist = 'uniform'\nmin = 1\nmax = 7\n";
+  std::vector<Workload> workloads = {
+      parse_ok("[generate]\nrequests = 500\nseed = 9\n" + tail),
+      parse_ok("[generate]\nrequests = 500\nseed = 9\nmax_tokens = 64\n" + tail + prefixes),
+      parse_ok("[generate]\nrequests = 200\nseed = 9\n" + tail + sessions),
+      parse_ok("[generate]\nduration = 60\nseed = 9\n" + tail + sessions + prefixes),
+      parse_ok("[generate]\nrequests = 200\nseed = 9\n" + tail + prefixes +
+               "[generate.sessions]\nshare_history = false\n[generate.sessions.turns]\n"
+               "dist = 'fixed'\nvalue = 3\n"),
+      parse_ok(R"(
+[[prefix]]
+id = "p"
+tokens = 100
+[[request]]
+id = "b"
+after = ["a"]
+prefix = "p"
+prompt_tokens = 5
+output_tokens = 1
+[[request]]
+id = "a"
+arrival = 3
+prefix = "p"
+output_tokens = 1
+[[request]]
+id = "c"
+arrival = 1
+output_tokens = 1
+)")};
+  for (const char* file : {"/workloads/seed-toy.toml", "/workloads/pareto.toml",
+                           "/workloads/shared-prefix.toml", "/workloads/multiturn.toml"}) {
+    auto loaded = load_workload(kDataDir + file, std::nullopt);
+    ASSERT_TRUE(loaded.ok()) << loaded.error().message;
+    workloads.push_back(std::move(loaded).value());
+  }
+  for (const Workload& w : workloads) {
+    ASSERT_FALSE(w.requests.empty()) << w.path;
+    bool dependents = false;
+    for (size_t i = 0; i < w.requests.size(); ++i) {
+      const RequestSpec& r = w.requests[i];
+      if (!r.prompt.empty()) {
+        int64_t sum = 0;
+        for (const Segment& seg : r.prompt) sum += seg.tokens;
+        ASSERT_EQ(sum, r.prompt_tokens) << w.path << " " << r.id;
+      }
+      for (int32_t p : r.after) ASSERT_LT(static_cast<size_t>(p), i) << w.path << " " << r.id;
+      if (r.after.empty()) {
+        ASSERT_FALSE(dependents) << w.path << " " << r.id;
+        if (i > 0) {
+          ASSERT_GE(r.arrival, w.requests[i - 1].arrival) << w.path << " " << r.id;
+        }
+      } else {
+        dependents = true;
+      }
+    }
+  }
+  // Without prefixes or sessions, requests are as before: their own prompts, no dependencies.
+  for (const RequestSpec& r : workloads[0].requests) {
+    ASSERT_TRUE(r.prompt.empty() && r.after.empty() && r.output_id == 0 && r.think_time == 0);
+  }
+  EXPECT_EQ(ids(workloads[5]), (std::vector<std::string>{"c", "a", "b"}));
+  EXPECT_EQ(workloads[5].requests[2].prompt_tokens, 105);
+}
+
 TEST(WorkloadErrors, ExplicitRequestValues) {
   EXPECT_EQ(parse_error(R"(# three requests
 [[request]]
@@ -267,7 +341,7 @@ TEST(WorkloadErrors, MissingAndUnknownKeys) {
             "w.toml:3:1: request[1]: missing required key 'output_tokens'");
   EXPECT_EQ(parse_error("# a typo\n\n\n[[request]]\noutptu_tokens = 1\n"),
             "w.toml:5:1: request[0].outptu_tokens: unknown key (known: id, arrival, "
-            "prompt_tokens, output_tokens, max_tokens)");
+            "prompt_tokens, output_tokens, max_tokens, prefix, after, think_time)");
 }
 
 TEST(WorkloadErrors, DuplicateIdsNameBothLines) {
@@ -286,13 +360,12 @@ TEST(WorkloadErrors, FileStructure) {
             "w.toml: no workload: expected [[request]] entries, a [generate] table or a [replay] "
             "table");
   EXPECT_EQ(parse_error("# nothing\nseed = 3\n"),
-            "w.toml:2:1: seed: unknown key (known: request, generate, replay)");
+            "w.toml:2:1: seed: unknown key (known: request, prefix, generate, replay)");
   EXPECT_EQ(parse_error("[[request]]\noutput_tokens = 1\n[generate]\nrequests = 3\n"),
             "w.toml:3:1: generate: a workload has exactly one of [[request]] entries, [generate] "
             "or [replay]; this file also has [[request]] on line 1");
   EXPECT_EQ(parse_error("\n\n[replay]\npath = 'trace.csv'\n"),
-            "w.toml:3:1: [replay] (trace replay) is not supported yet; use [[request]] or "
-            "[generate]");
+            "trace.csv: cannot open file (the trace of [replay] at w.toml:3:1)");
   EXPECT_TRUE(Contains(parse_error("[request]\noutput_tokens = 1\n"),
                        "w.toml:1:1: request: expected [[request]] entries (an array of tables), "
                        "got a single [request] table"));
@@ -329,10 +402,7 @@ TEST(WorkloadErrors, GenerateTable) {
             "w.toml:3:8: generate.seed: expected an integer >= 0, got -1");
   EXPECT_EQ(parse_error("[generate]\nrequests = 3\nrate = 5\n" + tail),
             "w.toml:3:1: generate.rate: unknown key (known: requests, duration, seed, max_tokens, "
-            "arrival, prompt_tokens, output_tokens)");
-  EXPECT_EQ(parse_error("[generate]\nrequests = 3\n[generate.prefixes]\nshare = 0.5\n" + tail),
-            "w.toml:3:1: generate.prefixes: [generate.prefixes] (shared prompt prefixes) is not "
-            "supported yet");
+            "arrival, prompt_tokens, output_tokens, prefixes, sessions)");
   EXPECT_EQ(parse_error("[generate]\nduration = 1e6\n[generate.arrival]\nprocess = 'poisson'\n"
                         "rate = 1000\n[generate.output_tokens]\ndist = 'fixed'\nvalue = 1\n"),
             "w.toml:2:12: generate.duration: yields more than 10000000 requests at this rate; "

@@ -1,19 +1,24 @@
 #include "workloads/workload.h"
 
 #include <algorithm>
+#include <cassert>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
-#include <unordered_map>
 #include <utility>
 
 #include <toml++/toml.h>
 
-#include "workloads/arrival.h"
-#include "workloads/distribution.h"
-#include "workloads/rng.h"
 #include "sim/toml_fields.h"
+#include "workloads/arrival.h"
+#include "workloads/dag.h"
+#include "workloads/distribution.h"
+#include "workloads/explicit_requests.h"
+#include "workloads/prefixes.h"
+#include "workloads/replay.h"
+#include "workloads/rng.h"
+#include "workloads/sessions.h"
 
 namespace servesim {
 namespace {
@@ -39,87 +44,48 @@ Result<toml::table> parse_toml(std::string_view text, const std::string& path) {
 #endif
 }
 
-// An optional int32 field: the value, `fallback` when absent, or the error.
-Result<int32_t> int32_field(const TableFields& f, std::string_view key, int32_t fallback) {
-  auto v = f.integer(key, 1, kInt32Max);
-  if (!v) return v.error();
-  return static_cast<int32_t>(v.value().value_or(fallback));
+// duration = T asks for more than kMaxGeneratedRequests requests.
+Error too_many_requests(const TableFields& g) {
+  return g.error_at_key("duration", "yields more than " + std::to_string(kMaxGeneratedRequests) +
+                                        " requests at this rate; lower generate.arrival.rate or "
+                                        "duration");
 }
 
-// Reads one [[request]] entry (index i) into `spec`.
-Status read_request(const toml::table& t, const std::string& path, size_t i, RequestSpec& spec,
-                    bool& default_id) {
-  const TableFields f(t, path, "request[" + std::to_string(i) + "]");
-  Status known = f.check_known({"id", "arrival", "prompt_tokens", "output_tokens", "max_tokens"});
-  if (!known) return known;
-  if (Status s = f.require("output_tokens"); !s) return s;
-  auto id = f.string("id");
-  if (!id) return id.error();
-  default_id = !id.value().has_value();
-  spec.id = default_id ? "r" + std::to_string(i) : std::move(id).value().value();
-  auto arrival = f.number("arrival", 0.0, true, kMaxArrivalSeconds);
-  if (!arrival) return arrival.error();
-  spec.arrival = from_seconds(arrival.value().value_or(0.0));
-  auto prompt = int32_field(f, "prompt_tokens", 1);
-  if (!prompt) return prompt.error();
-  spec.prompt_tokens = prompt.value();
-  auto output = int32_field(f, "output_tokens", 1);
-  if (!output) return output.error();
-  spec.output_tokens = output.value();
-  // output_tokens > max_tokens is allowed: the simulator caps generation at max_tokens, as engines do.
-  auto max_tokens = int32_field(f, "max_tokens", 0);
-  if (!max_tokens) return max_tokens.error();
-  spec.max_tokens = max_tokens.value();
-  spec.line = f.line();
-  return Ok{};
-}
-
-Result<std::vector<RequestSpec>> read_requests(const toml::node& node, const std::string& path) {
-  const toml::source_position pos = node.source().begin;
-  if (node.is_table()) {
-    return error_at(path, pos, "request",
-                    "expected [[request]] entries (an array of tables), got a single [request] "
-                    "table; write [[request]], with double brackets");
-  }
-  const toml::array* array = node.as_array();
-  if (!array || array->empty() || !array->is_array_of_tables()) {
-    return error_at(path, pos, "request",
-                    "expected [[request]] entries (an array of tables), got " +
-                        (array && array->empty() ? std::string("an empty array")
-                                                 : describe_value(node)));
-  }
-  std::vector<RequestSpec> specs(array->size());
-  // id -> index of the request that has it, to name both lines of a duplicate. The views point into
-  // specs, which never reallocates.
-  std::unordered_map<std::string_view, size_t> seen;
-  seen.reserve(specs.size());
-  for (size_t i = 0; i < specs.size(); ++i) {
-    const toml::table& t = *array->get(i)->as_table();
-    bool default_id = false;
-    if (Status s = read_request(t, path, i, specs[i], default_id); !s) return s.error();
-    const auto [it, inserted] = seen.emplace(specs[i].id, i);
-    if (inserted) continue;
-    const std::string other = "request[" + std::to_string(it->second) + "] on line " +
-                              std::to_string(specs[it->second].line);
-    const TableFields f(t, path, "request[" + std::to_string(i) + "]");
-    if (default_id) {
-      return f.error("its default id '" + specs[i].id + "' is already the id of " + other +
-                     "; give it an explicit id");
+// The arrival times of the generated requests (with sessions: of the conversations' first turns):
+// `count` of them, or those before `end`.
+Result<std::vector<Time>> arrival_times(ArrivalClock& clock, std::optional<int64_t> count,
+                                        std::optional<Time> end, const TableFields& g) {
+  std::vector<Time> starts;
+  if (count) starts.reserve(static_cast<size_t>(*count));
+  for (int64_t i = 0; !count || i < *count; ++i) {
+    const Time t = clock.next();
+    if (end && t >= *end) break;  // arrivals strictly before T only
+    if (t == kNever) {
+      return g.error_at_key("requests", "arrivals run past 1e9 seconds at this rate; raise "
+                                        "generate.arrival.rate or lower requests");
     }
-    return f.error_at_key("id", "duplicate id '" + specs[i].id + "' (also the id of " + other + ")");
+    if (i == kMaxGeneratedRequests) return too_many_requests(g);
+    starts.push_back(t);
   }
-  return specs;
+  return starts;
+}
+
+// An optional sub-table of [generate] read by `read` (read_prefix_options, read_session_options).
+template <class T, class Read>
+Result<std::optional<T>> optional_table(const TableFields& g, std::string_view key, Read read) {
+  auto table = g.subtable(key);
+  if (!table) return table.error();
+  if (!table.value()) return std::optional<T>{};
+  auto options = read(*table.value(), g.path(), g.key_name(key));
+  if (!options) return options.error();
+  return std::optional<T>(std::move(options).value());
 }
 
 Result<Workload> generate(const toml::table& table, const std::string& path,
                           std::optional<uint64_t> seed_override) {
   const TableFields g(table, path, "generate");
-  if (g.has("prefixes")) {
-    return g.error_at_key("prefixes",
-                          "[generate.prefixes] (shared prompt prefixes) is not supported yet");
-  }
   Status known = g.check_known({"requests", "duration", "seed", "max_tokens", "arrival",
-                                "prompt_tokens", "output_tokens"});
+                                "prompt_tokens", "output_tokens", "prefixes", "sessions"});
   if (!known) return known.error();
 
   if (g.has("requests") && g.has("duration")) {
@@ -128,15 +94,13 @@ Result<Workload> generate(const toml::table& table, const std::string& path,
   if (!g.has("requests") && !g.has("duration")) {
     return g.error("missing required key 'requests' or 'duration' (give exactly one)");
   }
-  auto count_field = g.integer("requests", 1, kMaxGeneratedRequests);
-  if (!count_field) return count_field.error();
-  const std::optional<int64_t> count = count_field.value();
-  auto duration_field = g.number("duration", 0.0, false, kMaxArrivalSeconds);
-  if (!duration_field) return duration_field.error();
-  const std::optional<double> duration = duration_field.value();
+  auto count = g.integer("requests", 1, kMaxGeneratedRequests);
+  if (!count) return count.error();
+  auto duration = g.number("duration", 0.0, false, kMaxArrivalSeconds);
+  if (!duration) return duration.error();
   auto seed = g.integer("seed", 0, kInt64Max);
   if (!seed) return seed.error();
-  auto max_tokens = int32_field(g, "max_tokens", 0);
+  auto max_tokens = g.integer("max_tokens", 1, kInt32Max);
   if (!max_tokens) return max_tokens.error();
 
   auto arrival_table = g.subtable("arrival");
@@ -147,25 +111,18 @@ Result<Workload> generate(const toml::table& table, const std::string& path,
   }
   auto process = make_arrival_process(*arrival_table.value(), path, "generate.arrival");
   if (!process) return process.error();
-  if (duration && process.value().kind() == ArrivalProcess::Kind::kAllAtOnce) {
+  if (duration.value() && process.value().kind() == ArrivalProcess::Kind::kAllAtOnce) {
     return g.error_at_key("duration", "cannot be used with process = \"all-at-once\" (every "
                                       "request arrives at 0); give requests = N instead");
   }
-  const std::string too_many = "yields more than " + std::to_string(kMaxGeneratedRequests) +
-                               " requests at this rate; lower generate.arrival.rate or duration";
-  // Fail fast rather than generate ten million requests first; the loop below catches the rest.
-  if (duration && process.value().rate() * *duration > static_cast<double>(kMaxGeneratedRequests)) {
-    return g.error_at_key("duration", too_many);
+  // Fail fast rather than generate ten million requests first; arrival_times catches the rest.
+  if (duration.value() && process.value().rate() * *duration.value() >
+                              static_cast<double>(kMaxGeneratedRequests)) {
+    return too_many_requests(g);
   }
 
-  auto prompt_table = g.subtable("prompt_tokens");
-  if (!prompt_table) return prompt_table.error();
-  std::optional<LengthDistribution> prompt;  // absent: every prompt is 1 token
-  if (prompt_table.value()) {
-    auto d = make_distribution(*prompt_table.value(), path, "generate.prompt_tokens");
-    if (!d) return d.error();
-    prompt = std::move(d).value();
-  }
+  auto prompt = optional_table<LengthDistribution>(g, "prompt_tokens", make_distribution);
+  if (!prompt) return prompt.error();  // absent: every prompt is 1 token
   auto output_table = g.subtable("output_tokens");
   if (!output_table) return output_table.error();
   if (!output_table.value()) {
@@ -174,29 +131,51 @@ Result<Workload> generate(const toml::table& table, const std::string& path,
   }
   auto output = make_distribution(*output_table.value(), path, "generate.output_tokens");
   if (!output) return output.error();
+  auto prefixes = optional_table<PrefixOptions>(g, "prefixes", read_prefix_options);
+  if (!prefixes) return prefixes.error();
+  auto sessions = optional_table<SessionOptions>(g, "sessions", read_session_options);
+  if (!sessions) return sessions.error();
 
   Workload w;
   w.path = path;
   w.seed = seed_override ? *seed_override : static_cast<uint64_t>(seed.value().value_or(0));
   ArrivalClock clock(process.value(), Rng::stream(w.seed, kArrivalStream));
+  std::optional<Time> end;
+  if (duration.value()) end = from_seconds(*duration.value());
+  auto starts = arrival_times(clock, count.value(), end, g);
+  if (!starts) return starts.error();
+  const std::optional<LengthDistribution>& prompt_dist = prompt.value();
+  const auto max_tokens_value = static_cast<int32_t>(max_tokens.value().value_or(0));
+
+  if (sessions.value()) {
+    const TurnDraws draws{prompt_dist ? &*prompt_dist : nullptr, &output.value(), max_tokens_value,
+                          prefixes.value() ? &*prefixes.value() : nullptr, w.seed};
+    const TableFields s(*g.table().get("sessions")->as_table(), path, "generate.sessions");
+    auto turns = generate_sessions(*sessions.value(), starts.value(), draws, s);
+    if (!turns) return turns.error();
+    w.requests = std::move(turns).value();
+    return w;
+  }
+
   Rng prompt_rng = Rng::stream(w.seed, kPromptStream);
   Rng output_rng = Rng::stream(w.seed, kOutputStream);
-  const Time end = duration ? from_seconds(*duration) : kNever;
-  if (count) w.requests.reserve(static_cast<size_t>(*count));
-  for (int64_t i = 0; !count || i < *count; ++i) {
-    const Time t = clock.next();
-    if (duration && t >= end) break;  // arrivals strictly before T only
-    if (t == kNever) {
-      return g.error_at_key("requests", "arrivals run past 1e9 seconds at this rate; raise "
-                                        "generate.arrival.rate or lower requests");
-    }
-    if (i == kMaxGeneratedRequests) return g.error_at_key("duration", too_many);
-    RequestSpec& r = w.requests.emplace_back();
+  std::optional<PrefixPicker> picker;
+  if (prefixes.value()) picker.emplace(*prefixes.value(), w.seed);
+  w.requests.resize(starts.value().size());
+  for (size_t i = 0; i < w.requests.size(); ++i) {
+    RequestSpec& r = w.requests[i];
     r.id = "r" + std::to_string(i);
-    r.arrival = t;
-    r.prompt_tokens = prompt ? prompt->sample(prompt_rng) : 1;
+    r.arrival = starts.value()[i];
+    r.prompt_tokens = prompt_dist ? prompt_dist->sample(prompt_rng) : 1;
     r.output_tokens = output.value().sample(output_rng);
-    r.max_tokens = max_tokens.value();
+    r.max_tokens = max_tokens_value;
+    const int32_t k = picker ? picker->draw() : -1;
+    if (k >= 0 && !prepend_prefix(r, prefix_segment(k, picker->options().tokens), i)) {
+      const TableFields pf(*g.table().get("prefixes")->as_table(), path, "generate.prefixes");
+      return pf.error_at_key("tokens", "a prefix plus a drawn prompt exceed " +
+                                           std::to_string(kInt32Max) + " tokens; lower tokens or "
+                                           "generate.prompt_tokens.max");
+    }
   }
   return w;
 }
@@ -209,7 +188,7 @@ Result<Workload> parse_workload(std::string_view text, const std::string& path,
   if (!parsed) return parsed.error();
   const toml::table& root = parsed.value();
   const TableFields top(root, path, "");
-  Status known = top.check_known({"request", "generate", "replay"});
+  Status known = top.check_known({"request", "prefix", "generate", "replay"});
   if (!known) return known.error();
 
   // The sections present, in file order, to say which two clash.
@@ -239,11 +218,30 @@ Result<Workload> parse_workload(std::string_view text, const std::string& path,
   Workload w;
   const std::string_view section = present[0].second;
   if (section == "replay") {
-    return error_at(path, present[0].first, "",
-                    "[replay] (trace replay) is not supported yet; use [[request]] or [generate]");
+    const toml::node& node = *root.get("replay");
+    if (!node.is_table()) {
+      return error_at(path, node.source().begin, "replay",
+                      "expected a [replay] table, got " + describe_value(node));
+    }
+    auto options = parse_replay_table(*node.as_table(), path);
+    if (!options) return options.error();
+    auto replayed = replay_trace(options.value());  // sorted by arrival, no dependencies
+    if (!replayed) {
+      return Error{replayed.error().message + " (the trace of [replay] at " +
+                   format_where(path, node.source().begin) + ")"};
+    }
+    return replayed;
+  }
+  if (const toml::node* prefix = root.get("prefix"); prefix && section != "request") {
+    return error_at(path, prefix->source().begin, "prefix",
+                    "[[prefix]] entries are named by [[request]] entries; with " +
+                        header(section) + " they are never used" +
+                        (section == "generate" ? " (shared prefixes of generated requests go in "
+                                                 "[generate.prefixes])"
+                                               : ""));
   }
   if (section == "request") {
-    auto specs = read_requests(*root.get("request"), path);
+    auto specs = read_explicit_requests(root, path);
     if (!specs) return specs.error();
     w.path = path;
     w.requests = std::move(specs).value();
@@ -257,16 +255,20 @@ Result<Workload> parse_workload(std::string_view text, const std::string& path,
     if (!generated) return generated.error();
     w = std::move(generated).value();
   }
-  const auto by_arrival = [](const RequestSpec& a, const RequestSpec& b) {
-    return a.arrival < b.arrival;
-  };
-  if (!std::is_sorted(w.requests.begin(), w.requests.end(), by_arrival)) {
-    std::stable_sort(w.requests.begin(), w.requests.end(), by_arrival);  // ties keep file order
-  }
+  // The order that workload.h promises (dag.h). Explicit and session workloads come ordered (then
+  // this is one pass), and generated ones in arrival order; a branch may also leave it to this.
+  const bool ordered = order_by_dependencies(w.requests);
+  assert(ordered);  // the branches rule out cycles
+  (void)ordered;
   return w;
 }
 
 Result<Workload> load_workload(const std::string& path, std::optional<uint64_t> seed_override) {
+  if (is_trace_path(path)) {
+    ReplayOptions options;  // a trace file given as it is: its format detected, every row
+    options.path = path;
+    return replay_trace(options);
+  }
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
     return Error{path + ": cannot open file (it is a directory)"};

@@ -1,16 +1,25 @@
 // The workload loader: a workload TOML file in, the list of requests to simulate out.
 //
 // A workload file has exactly one of (see DESIGN.md, "Workload TOML"):
-//   [[request]] entries  explicit requests: id, arrival (s), prompt_tokens, output_tokens, max_tokens
+//   [[request]] entries  explicit requests: id, arrival (s), prompt_tokens, output_tokens, max_tokens,
+//                        and optionally prefix (the id of a [[prefix]] entry, prepended to the prompt),
+//                        after (ids of requests that must finish first) and think_time (s); the
+//                        [[prefix]] entries (id, tokens) may only go with them (explicit_requests.h)
 //   [generate]           requests drawn at random: requests = N or duration = T (s), seed, max_tokens,
 //                        and the tables [generate.arrival] (required; see arrival.h),
 //                        [generate.output_tokens] (required) and [generate.prompt_tokens] (optional,
-//                        default: every prompt 1 token), each a length distribution (distribution.h)
-//   [replay]             trace replay: planned, rejected with a clear message in this version
+//                        default: every prompt 1 token), each a length distribution (distribution.h);
+//                        optionally [generate.prefixes] (shared prompt prefixes, prefixes.h) and
+//                        [generate.sessions] (N counts multi-turn conversations, sessions.h)
+//   [replay]             a trace file replayed (replay.h): Azure, Vidur, Mooncake or named-column CSV
 //
-// Generated requests are named r0, r1, ... in arrival order. The same file and seed give the same
-// requests on every platform: arrivals, prompt lengths and output lengths each draw from their own
-// stream of the seed (rng.h), so editing one distribution leaves the other draws unchanged.
+// Generated requests are named r0, r1, ... in arrival order (turns of conversations: s0.t0, s0.t1,
+// ...). The same file and seed give the same requests on every platform: arrivals, prompt lengths,
+// output lengths, prefixes, turn counts and think times each draw from their own stream of the seed
+// (rng.h), so editing one distribution (or adding prefixes) leaves the other draws unchanged.
+//
+// A shared prefix is PREPENDED: a request with a prefix of P tokens whose own prompt is N tokens (the
+// drawn length, or an explicit request's prompt_tokens) has prompt_tokens = P + N.
 //
 // Bad input never throws and never crashes: every function returns an Error whose one-line message is
 // `PATH:LINE:COL: KEY: what was expected, got WHAT` (malformed TOML: `PATH:LINE:COL: malformed TOML:
@@ -33,7 +42,14 @@ inline constexpr int64_t kMaxGeneratedRequests = 10'000'000;
 
 struct Workload {
   std::string path;                   // the file it came from
-  std::vector<RequestSpec> requests;  // sorted by arrival; ties keep file / generation order
+  // The requests, in this order (dag.h), which the simulator relies on:
+  //   1. the requests without `after` (independent ones), in non-decreasing arrival order; ties keep
+  //      file / generation order;
+  //   2. then the dependent requests, breadth-first: each as soon as all its parents are placed.
+  // So every request's parents have smaller indices than it has, and `after` holds indices into this
+  // vector. A dependent request's `arrival` is 0 (ignored: it arrives when its parents finish, plus
+  // think_time).
+  std::vector<RequestSpec> requests;
   uint64_t seed = 0;                  // the seed actually used for generation (0 for explicit-only)
 };
 

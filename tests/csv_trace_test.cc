@@ -1,0 +1,192 @@
+// Tests of workloads/csv_trace.h and the shared line and cell readers of workloads/csv_reader.h:
+// columns by name, ids, max_tokens, CRLF and BOM, blank lines, and every row error with its line.
+#include "workloads/csv_trace.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "workloads/csv_reader.h"
+
+namespace servesim {
+namespace {
+
+// Writes `text` to a file `name` in a fresh folder of the running test; returns its path.
+std::string write_temp(const std::string& name, std::string_view text) {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("servesim_" + std::string(info->test_suite_name()) + "_" + info->name() + "_" +
+                    std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const auto path = dir / name;
+  std::ofstream(path, std::ios::binary) << text;
+  return path.string();
+}
+
+ReplayOptions csv_options(const std::string& path) {
+  ReplayOptions o;
+  o.path = path;
+  o.format = TraceFormat::kCsv;
+  return o;
+}
+
+std::vector<RequestSpec> read_ok(const ReplayOptions& o) {
+  auto rows = read_csv_trace(o);
+  EXPECT_TRUE(rows.ok()) << rows.error().message;
+  return rows.ok() ? std::move(rows).value() : std::vector<RequestSpec>{};
+}
+
+std::string read_error(std::string_view text) {
+  const std::string path = write_temp("t.csv", text);
+  auto rows = read_csv_trace(csv_options(path));
+  EXPECT_FALSE(rows.ok()) << text;
+  const std::string message = rows.ok() ? std::string() : rows.error().message;
+  // Every message starts with the path; tests compare what follows it.
+  EXPECT_EQ(message.substr(0, path.size()), path);
+  return message.substr(std::min(path.size(), message.size()));
+}
+
+TEST(SplitCsv, QuotesCommasAndSpaces) {
+  std::vector<std::string> f;
+  ASSERT_TRUE(split_csv(R"( a ,"b, c","say ""hi""",,"")", f));
+  EXPECT_EQ(f, (std::vector<std::string>{"a", "b, c", "say \"hi\"", "", ""}));
+  ASSERT_TRUE(split_csv("", f));
+  EXPECT_EQ(f, (std::vector<std::string>{""}));
+  EXPECT_FALSE(split_csv(R"(a,"b)", f));
+}
+
+TEST(CsvTrace, ReadsRowsInFileOrder) {
+  const auto rows = read_ok(csv_options(write_temp(
+      "t.csv", "arrival,prompt_tokens,output_tokens\n0.5,10,3\n0.25,7,1\n1e-9,1,2147483647\n")));
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].id, "r0");
+  EXPECT_EQ(rows[0].arrival, 500'000'000);
+  EXPECT_EQ(rows[0].prompt_tokens, 10);
+  EXPECT_EQ(rows[0].output_tokens, 3);
+  EXPECT_EQ(rows[0].max_tokens, 0);
+  EXPECT_EQ(rows[0].line, 2);
+  EXPECT_EQ(rows[1].id, "r1");
+  EXPECT_EQ(rows[1].arrival, 250'000'000);
+  EXPECT_EQ(rows[2].arrival, 1);
+  EXPECT_EQ(rows[2].output_tokens, 2147483647);
+  EXPECT_TRUE(rows[2].prompt.empty());
+}
+
+TEST(CsvTrace, NamedColumnsIdsAndMaxTokens) {
+  ReplayOptions o = csv_options(write_temp("t.csv",
+                                           "name,out,extra,t,in,cap\n"
+                                           "a,5,x,1.0,100,8\n"
+                                           "\"b,2\",6,y,2,200,\n"));
+  o.columns = {"t", "in", "out", "name", "cap"};
+  const auto rows = read_ok(o);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].id, "a");
+  EXPECT_EQ(rows[0].arrival, kNsPerSecond);
+  EXPECT_EQ(rows[0].prompt_tokens, 100);
+  EXPECT_EQ(rows[0].output_tokens, 5);
+  EXPECT_EQ(rows[0].max_tokens, 8);
+  EXPECT_EQ(rows[1].id, "b,2");
+  EXPECT_EQ(rows[1].max_tokens, 0);  // empty cell: not given
+}
+
+TEST(CsvTrace, CrlfBomAndBlankLines) {
+  const auto rows = read_ok(csv_options(write_temp(
+      "t.csv", "\xEF\xBB\xBF" "arrival,prompt_tokens,output_tokens\r\n\r\n1,2,3\r\n  \r\n4,5,6")));
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].line, 3);
+  EXPECT_EQ(rows[1].line, 5);
+  EXPECT_EQ(rows[1].arrival, 4 * kNsPerSecond);
+  EXPECT_EQ(rows[1].output_tokens, 6);
+}
+
+TEST(CsvTrace, Limit) {
+  ReplayOptions o = csv_options(
+      write_temp("t.csv", "arrival,prompt_tokens,output_tokens\n3,1,1\n2,1,1\n1,1,1\nbad\n"));
+  o.limit = 2;
+  const auto rows = read_ok(o);  // the bad row after the limit is never read
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[1].arrival, 2 * kNsPerSecond);
+}
+
+TEST(CsvTrace, TokenCountsWrittenAsFloats) {
+  const auto rows = read_ok(
+      csv_options(write_temp("t.csv", "arrival,prompt_tokens,output_tokens\n0,512.0,7.00\n")));
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].prompt_tokens, 512);
+  EXPECT_EQ(rows[0].output_tokens, 7);
+}
+
+TEST(CsvTrace, RowErrorsNameLineAndColumn) {
+  const std::string h = "arrival,prompt_tokens,output_tokens\n";
+  EXPECT_EQ(read_error(h + "0,1,1\n0,abc,1\n"),
+            ":3: prompt_tokens: expected an integer >= 1, got 'abc'");
+  EXPECT_EQ(read_error(h + "0,1,1\n\n0,1,0\n"), ":4: output_tokens: expected an integer >= 1, got '0'");
+  EXPECT_EQ(read_error(h + "0,-4,1\n"), ":2: prompt_tokens: expected an integer >= 1, got '-4'");
+  EXPECT_EQ(read_error(h + "0,1.5,1\n"), ":2: prompt_tokens: expected an integer >= 1, got '1.5'");
+  EXPECT_EQ(read_error(h + "0,,1\n"), ":2: prompt_tokens: expected an integer >= 1, got ''");
+  EXPECT_EQ(read_error(h + "0,2147483648,1\n"),
+            ":2: prompt_tokens: expected an integer <= 2147483647, got '2147483648'");
+  EXPECT_EQ(read_error(h + "0,99999999999999999999,1\n"),
+            ":2: prompt_tokens: expected an integer <= 2147483647, got '99999999999999999999'");
+  EXPECT_EQ(read_error(h + "nan,1,1\n"),
+            ":2: arrival: expected a number of seconds from 0 to 1e9, got 'nan'");
+  EXPECT_EQ(read_error(h + "-1,1,1\n"),
+            ":2: arrival: expected a number of seconds from 0 to 1e9, got '-1'");
+  EXPECT_EQ(read_error(h + "1s,1,1\n"),
+            ":2: arrival: expected a number of seconds from 0 to 1e9, got '1s'");
+  EXPECT_EQ(read_error(h + "0,1\n"), ":2: expected 3 fields, as in the header, got 2");
+  EXPECT_EQ(read_error(h + "0,1,1,\n"), ":2: expected 3 fields, as in the header, got 4");
+  EXPECT_EQ(read_error(h + "\"0,1,1\n"), ":2: malformed CSV row: unclosed quote");
+}
+
+TEST(CsvTrace, FileErrors) {
+  EXPECT_EQ(read_error("a,b,output_tokens\n0,1,1\n"),
+            ":1: missing column 'arrival' (found: a, b, output_tokens)");
+  EXPECT_EQ(read_error("arrival,prompt_tokens,output_tokens\n"), ": empty trace (no rows)");
+  EXPECT_EQ(read_error("arrival,prompt_tokens,output_tokens\n\n\n"), ": empty trace (no rows)");
+  EXPECT_EQ(read_error(""), ": empty trace (no rows)");
+  EXPECT_EQ(read_error("\n0,1,1\n"), ":1: expected a header row naming the columns, got a blank line");
+  auto missing = read_csv_trace(csv_options("/nonexistent/t.csv"));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().message, "/nonexistent/t.csv: cannot open file");
+}
+
+TEST(CsvTrace, IdColumnErrors) {
+  const std::string path = write_temp("t.csv", "id,arrival,prompt_tokens,output_tokens\n"
+                                               "a,0,1,1\nb,0,1,1\na,0,1,1\n,0,1,1\n");
+  ReplayOptions o = csv_options(path);
+  o.columns.id = "id";
+  auto rows = read_csv_trace(o);
+  ASSERT_FALSE(rows.ok());
+  EXPECT_EQ(rows.error().message, path + ":4: id: duplicate id 'a' (first on line 2)");
+  o.columns.id = "request";
+  rows = read_csv_trace(o);
+  ASSERT_FALSE(rows.ok());
+  EXPECT_EQ(rows.error().message,
+            path + ":1: missing column 'request' (found: id, arrival, prompt_tokens, output_tokens)");
+  o.columns.id = "id";
+  o.limit = 2;
+  EXPECT_TRUE(read_csv_trace(o).ok());
+  const std::string empty_id = write_temp("e.csv", "id,arrival,prompt_tokens,output_tokens\n,0,1,1\n");
+  o = csv_options(empty_id);
+  o.columns.id = "id";
+  rows = read_csv_trace(o);
+  ASSERT_FALSE(rows.ok());
+  EXPECT_EQ(rows.error().message, empty_id + ":2: id: expected a non-empty id, got ''");
+}
+
+TEST(CsvTrace, MaxTokensErrors) {
+  ReplayOptions o = csv_options(
+      write_temp("t.csv", "arrival,prompt_tokens,output_tokens,max\n0,1,1,0\n"));
+  o.columns.max_tokens = "max";
+  auto rows = read_csv_trace(o);
+  ASSERT_FALSE(rows.ok());
+  EXPECT_EQ(rows.error().message, o.path + ":2: max: expected an integer >= 1, got '0'");
+}
+
+}  // namespace
+}  // namespace servesim

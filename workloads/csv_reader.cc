@@ -1,0 +1,173 @@
+#include "workloads/csv_reader.h"
+
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "workloads/arrival.h"
+
+namespace servesim {
+namespace {
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+}  // namespace
+
+Result<LineReader> LineReader::open(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error{path + ": cannot open file"};
+  return LineReader(path, std::move(in));
+}
+
+bool LineReader::next(std::string& line) {
+  if (!std::getline(in_, line)) return false;
+  ++line_number_;
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  if (line_number_ == 1 && line.starts_with("\xEF\xBB\xBF")) line.erase(0, 3);
+  return true;
+}
+
+Error LineReader::error(std::string_view message) const {
+  std::string text = path_ + ":" + std::to_string(line_number_) + ": ";
+  text.append(message);
+  return Error{std::move(text)};
+}
+
+Error LineReader::expected(std::string_view column, std::string_view what,
+                           std::string_view text) const {
+  std::string message(column);
+  message.append(": expected ").append(what).append(", got '").append(text).append("'");
+  return error(message);
+}
+
+bool is_blank(std::string_view line) { return trim(line).empty(); }
+
+bool split_csv(std::string_view line, std::vector<std::string>& fields) {
+  fields.clear();
+  size_t i = 0;
+  while (true) {
+    std::string field;
+    while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+    if (i < line.size() && line[i] == '"') {
+      ++i;
+      bool closed = false;
+      while (i < line.size()) {
+        if (line[i] == '"') {
+          if (i + 1 < line.size() && line[i + 1] == '"') {  // "" inside quotes: one quote
+            field += '"';
+            i += 2;
+            continue;
+          }
+          ++i;
+          closed = true;
+          break;
+        }
+        field += line[i++];
+      }
+      if (!closed) return false;
+      const size_t comma = line.find(',', i);
+      i = comma == std::string_view::npos ? line.size() : comma;
+    } else {
+      const size_t comma = line.find(',', i);
+      const size_t end = comma == std::string_view::npos ? line.size() : comma;
+      field = std::string(trim(line.substr(i, end - i)));
+      i = end;
+    }
+    fields.push_back(std::move(field));
+    if (i >= line.size()) return true;
+    ++i;  // past the comma
+  }
+}
+
+Result<CsvHeader> CsvHeader::read(LineReader& in) {
+  CsvHeader header;
+  header.path_ = in.path();
+  std::string line;
+  if (!in.next(line)) return Error{in.path() + ": empty trace (no rows)"};
+  if (is_blank(line)) return in.error("expected a header row naming the columns, got a blank line");
+  if (!split_csv(line, header.names_)) return in.error("malformed CSV header: unclosed quote");
+  return header;
+}
+
+bool CsvHeader::has(std::string_view name) const {
+  for (const std::string& n : names_) {
+    if (n == name) return true;
+  }
+  return false;
+}
+
+Result<size_t> CsvHeader::find(std::string_view name) const {
+  for (size_t i = 0; i < names_.size(); ++i) {
+    if (names_[i] == name) return i;
+  }
+  return Error{path_ + ":1: missing column '" + std::string(name) + "' (found: " + list() + ")"};
+}
+
+std::string CsvHeader::list() const {
+  std::string out;
+  for (const std::string& n : names_) {
+    if (!out.empty()) out += ", ";
+    out += n;
+  }
+  return out;
+}
+
+Status for_each_csv_row(LineReader& in, const CsvHeader& header, int64_t limit,
+                        const std::function<Status(const std::vector<std::string>&)>& row) {
+  std::string line;
+  std::vector<std::string> fields;
+  int64_t rows = 0;
+  while ((limit == 0 || rows < limit) && in.next(line)) {
+    if (is_blank(line)) continue;
+    if (!split_csv(line, fields)) return in.error("malformed CSV row: unclosed quote");
+    if (fields.size() != header.size()) {
+      return in.error("expected " + std::to_string(header.size()) + " fields, as in the header, got " +
+                      std::to_string(fields.size()));
+    }
+    if (Status s = row(fields); !s) return s;
+    ++rows;
+  }
+  if (rows == 0) return Error{in.path() + ": empty trace (no rows)"};
+  return Ok{};
+}
+
+Result<int32_t> parse_token_count(const LineReader& in, std::string_view column,
+                                  std::string_view text) {
+  std::string_view digits = text;
+  if (const size_t dot = digits.find('.'); dot != std::string_view::npos) {
+    // "123.0" or "123.00": an integer written by a float column; "123.5" is not.
+    const std::string_view fraction = digits.substr(dot + 1);
+    if (!fraction.empty() && fraction.find_first_not_of('0') == std::string_view::npos) {
+      digits = digits.substr(0, dot);
+    }
+  }
+  int64_t v = 0;
+  const auto res = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+  const bool whole = res.ec == std::errc() && res.ptr == digits.data() + digits.size();
+  if (!whole && res.ec != std::errc::result_out_of_range) {
+    return in.expected(column, "an integer >= 1", text);
+  }
+  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
+  if (res.ec == std::errc::result_out_of_range || v > kMax) {
+    return in.expected(column, "an integer <= " + std::to_string(kMax), text);
+  }
+  if (v < 1) return in.expected(column, "an integer >= 1", text);
+  return static_cast<int32_t>(v);
+}
+
+Result<double> parse_seconds(const LineReader& in, std::string_view column, std::string_view text) {
+  double v = 0;
+  const auto res = std::from_chars(text.data(), text.data() + text.size(), v);
+  const bool whole = res.ec == std::errc() && res.ptr == text.data() + text.size();
+  if (!whole || !std::isfinite(v) || v < 0 || v > kMaxArrivalSeconds) {
+    return in.expected(column, "a number of seconds from 0 to 1e9", text);
+  }
+  return v;
+}
+
+}  // namespace servesim

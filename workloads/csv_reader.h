@@ -1,0 +1,92 @@
+// Line-by-line reading of trace files, and the small parsers the trace readers share.
+//
+// A LineReader streams a text file one line at a time (never the whole file in memory) and knows the
+// number of the line it last read, so that every message can say `PATH:LINE: ...`. It strips the line
+// ending (LF or CRLF) and a UTF-8 byte-order mark at the start of line 1. A CsvHeader is a trace's
+// first line split into column names; for_each_csv_row feeds the data rows after it, split into
+// fields, to a reader's callback. The cell parsers check one value and name the column in their
+// messages: `PATH:LINE: COLUMN: expected an integer >= 1, got 'abc'`.
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sim/result.h"
+
+namespace servesim {
+
+class LineReader {
+ public:
+  // Opens `path` for reading. Error: "PATH: cannot open file".
+  static Result<LineReader> open(const std::string& path);
+
+  // Reads the next line into `line`, without its line ending and (on line 1) without a UTF-8 BOM.
+  // Returns false at the end of the file; `line` is then unspecified.
+  bool next(std::string& line);
+
+  // The number (1-based) of the line last read; 0 before the first.
+  int32_t line_number() const { return line_number_; }
+  const std::string& path() const { return path_; }
+
+  // "PATH:LINE: message", at the line last read.
+  Error error(std::string_view message) const;
+  // "PATH:LINE: COLUMN: expected WHAT, got 'TEXT'", at the line last read.
+  Error expected(std::string_view column, std::string_view what, std::string_view text) const;
+
+ private:
+  LineReader(std::string path, std::ifstream in) : path_(std::move(path)), in_(std::move(in)) {}
+
+  std::string path_;
+  std::ifstream in_;
+  int32_t line_number_ = 0;
+};
+
+// True when `line` holds nothing but spaces and tabs. Blank lines hold no row and are skipped.
+bool is_blank(std::string_view line);
+
+// Splits one CSV line at its commas into `fields` (which is cleared first; its capacity is reused).
+// A field in double quotes may hold commas, and "" inside it stands for one quote. Spaces and tabs
+// around a field are removed. Returns false when a quoted field is not closed.
+bool split_csv(std::string_view line, std::vector<std::string>& fields);
+
+// The column names of a CSV trace, read from its first line.
+class CsvHeader {
+ public:
+  // Reads line 1 of `in` as the header. Errors: "PATH: empty trace (no rows)" for an empty file,
+  // "PATH:1: ..." for a blank or malformed header line.
+  static Result<CsvHeader> read(LineReader& in);
+
+  size_t size() const { return names_.size(); }
+  bool has(std::string_view name) const;
+  // The index of the column called `name` (exact match).
+  // Error: "PATH:1: missing column 'NAME' (found: a, b, c)".
+  Result<size_t> find(std::string_view name) const;
+  // The names as a list for messages: "a, b, c".
+  std::string list() const;
+
+ private:
+  std::string path_;
+  std::vector<std::string> names_;
+};
+
+// Calls row(fields) for each data row after the header, in file order, skipping blank lines, until
+// the end of the file or until `limit` rows have been handed over (limit 0: no limit). Stops at the
+// first error, from the callback or its own: "PATH:LINE: expected N fields, as in the header, got M"
+// or an unclosed quote. If the file has no data row at all: "PATH: empty trace (no rows)".
+// `in` must have just read the header.
+Status for_each_csv_row(LineReader& in, const CsvHeader& header, int64_t limit,
+                        const std::function<Status(const std::vector<std::string>&)>& row);
+
+// A token count: an integer >= 1 that fits int32_t. A trailing ".0" (as pandas writes integers of
+// a float column) is accepted. Errors name `column` and the text as written.
+Result<int32_t> parse_token_count(const LineReader& in, std::string_view column,
+                                  std::string_view text);
+
+// A time in seconds: a finite decimal number from 0 to 1e9 (kMaxArrivalSeconds).
+Result<double> parse_seconds(const LineReader& in, std::string_view column, std::string_view text);
+
+}  // namespace servesim
