@@ -38,7 +38,10 @@ class ContinuousPolicy final : public Policy {
       batch.items.push_back({seq, n, seq->num_computed});
       budget -= n;
     }
-    if (preempted) return;  // as vLLM: no admissions in an iteration that preempted
+    // As vLLM: no admissions in an iteration that preempted. But when the first running request
+    // preempted even itself (it outgrew the whole cache), the iteration would be empty: go on, so
+    // that it is rejected below rather than wait forever.
+    if (preempted && !batch.items.empty()) return;
 
     // 2. Waiting requests, first come first served, each with its whole prompt.
     const std::deque<Sequence*>& queue = view.waiting();

@@ -150,3 +150,28 @@ TEST(PrefixCached, LpmOrderAdmitsTheLongestCachedPrefixFirst) {
 
 }  // namespace
 }  // namespace servesim::testing
+
+namespace servesim::testing {
+namespace {
+
+// Regression: a request alone that outgrew the whole cache preempted itself, the iteration came out
+// empty, and the run stalled. Block size 4, 2 blocks: A (prompt 7) decodes its 2nd token at 1 (8
+// tokens, 2 blocks); at 2 it needs a third block that does not exist: it is rejected, not stuck.
+TEST(ChunkedPrefill, ARequestThatOutgrowsTheWholeCacheIsRejectedNotStuck) {
+  for (const char* policy : {"chunked-prefill", "prefix-cached", "continuous"}) {
+    SimOptions o;
+    o.limits = {4, 64};
+    o.block_size = 4;
+    o.kv_blocks = 2;
+    auto run = simulate({spec("A", 0, 7, 5), spec("B", 0, 2, 1)}, policy, "", o);
+    ASSERT_EQ(run->result.outcome, RunOutcome::kDone) << policy << ": " << run->result.error;
+    const Request& a = run->capture.by_id("A");
+    EXPECT_EQ(a.status, RequestStatus::kRejected) << policy;
+    EXPECT_EQ(a.num_output, 2) << policy;
+    EXPECT_NE(a.reason.find("the cache has 2"), std::string::npos) << policy << ": " << a.reason;
+    EXPECT_EQ(run->capture.by_id("B").status, RequestStatus::kDone) << policy;
+  }
+}
+
+}  // namespace
+}  // namespace servesim::testing
