@@ -69,6 +69,7 @@ int32_t BlockManager::take_block() {
 void BlockManager::hash_blocks(Sequence& seq, size_t num_blocks) const {
   // Walk the content from the first token not yet hashed; each block's hash chains the previous
   // block's hash with the (content id, offset, length) pieces it covers.
+  if (seq.block_hashes.size() >= num_blocks) return;
   const int64_t bs = block_size_;
   int64_t pos = static_cast<int64_t>(seq.block_hashes.size()) * bs;
   int32_t s = 0;          // the prompt segment holding `pos`
@@ -104,10 +105,7 @@ void BlockManager::hash_blocks(Sequence& seq, size_t num_blocks) const {
   }
 }
 
-int32_t BlockManager::lookup(uint64_t hash) const {
-  auto it = cache_.find(hash);
-  return it == cache_.end() ? kNone : it->second;
-}
+int32_t BlockManager::lookup(uint64_t hash) const { return cache_.find(hash); }
 
 int32_t BlockManager::cached_prefix_tokens(Sequence& seq) {
   assert(seq.block_table.empty());
@@ -174,7 +172,7 @@ bool BlockManager::allocate(Sequence& seq, int64_t num_tokens, int32_t num_cache
     for (auto b = static_cast<size_t>(seq.num_registered_blocks); b < full; ++b) {
       const uint64_t h = seq.block_hashes[b];
       const int32_t id = seq.block_table[b];
-      if (hash_[static_cast<size_t>(id)] == 0 && cache_.emplace(h, id).second) {
+      if (hash_[static_cast<size_t>(id)] == 0 && cache_.insert(h, id)) {
         hash_[static_cast<size_t>(id)] = h;
       }
     }

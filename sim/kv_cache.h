@@ -19,9 +19,9 @@
 #pragma once
 
 #include <cstdint>
-#include <unordered_map>
 #include <vector>
 
+#include "sim/block_hash_index.h"
 #include "sim/request.h"
 
 namespace servesim {
@@ -91,7 +91,7 @@ class BlockManager {
   int32_t head_ = kNone, tail_ = kNone;
   int64_t queued_ = 0;             // blocks in the free queue
   std::vector<int32_t> spare_;     // unlimited: freed uncached blocks, reused first
-  std::unordered_map<uint64_t, int32_t> cache_;  // hash -> block
+  BlockHashIndex cache_;           // hash -> cached block
 };
 
 }  // namespace servesim

@@ -88,6 +88,7 @@ void Replica::finish_iteration(Time now) {
       r.status = RequestStatus::kDone;
       kv_.free(r);
       std::vector<int32_t>().swap(r.block_table);  // a finished request keeps no memory
+      std::vector<uint64_t>().swap(r.block_hashes);
       if (!r.held) complete(r);
     }
   }

@@ -64,3 +64,99 @@ TEST(BlockManager, FitsAtAllComparesWithTheWholeCache) {
 
 }  // namespace
 }  // namespace servesim
+
+namespace servesim {
+namespace {
+
+// A sequence whose prompt is `segments` (content id, tokens).
+struct Prompted {
+  std::vector<Segment> segments;
+  Sequence seq;
+  explicit Prompted(std::vector<Segment> s, int32_t output_id = 99) : segments(std::move(s)) {
+    seq.prompt_segments = segments.data();
+    seq.num_prompt_segments = static_cast<int32_t>(segments.size());
+    for (const Segment& g : segments) seq.prompt_tokens += g.tokens;
+    seq.output_id = static_cast<uint64_t>(output_id);
+  }
+};
+
+TEST(PrefixCache, ReusesTheLongestRunOfCachedLeadingBlocks) {
+  BlockManager kv(4, 16, /*prefix_caching=*/true);
+  Prompted a({{1, 8}, {2, 4}});  // blocks: [1:0-4] [1:4-8] [2:0-4]
+  ASSERT_EQ(kv.cached_prefix_tokens(a.seq), 0);
+  ASSERT_TRUE(kv.allocate(a.seq, 12));
+  EXPECT_EQ(kv.num_cached(), 3);
+  Prompted b({{1, 8}, {3, 6}});  // shares the two blocks of content 1
+  EXPECT_EQ(kv.cached_prefix_tokens(b.seq), 8);
+  ASSERT_TRUE(kv.allocate(b.seq, 14, 8));
+  EXPECT_EQ(b.seq.block_table[0], a.seq.block_table[0]);  // the same physical blocks, shared
+  EXPECT_EQ(b.seq.block_table[1], a.seq.block_table[1]);
+  EXPECT_EQ(kv.num_used(), 3 + 2);
+  kv.free(a.seq);
+  EXPECT_EQ(kv.num_used(), 4);  // b still holds the shared blocks
+  kv.free(b.seq);
+  EXPECT_EQ(kv.num_used(), 0);
+  EXPECT_GE(kv.num_cached(), 3);  // freed blocks stay cached
+}
+
+TEST(PrefixCache, TheSameContentSplitDifferentlyIsNotTheSameBlock) {
+  BlockManager kv(4, 16, true);
+  Prompted a({{1, 8}});
+  ASSERT_TRUE(kv.allocate(a.seq, 8));
+  Prompted other({{5, 8}});
+  EXPECT_EQ(kv.cached_prefix_tokens(other.seq), 0);
+  Prompted longer({{1, 8}, {6, 1}});
+  EXPECT_EQ(kv.cached_prefix_tokens(longer.seq), 8);
+  Prompted same({{1, 8}});
+  EXPECT_EQ(kv.cached_prefix_tokens(same.seq), 4);  // a full hit recomputes its last block
+}
+
+TEST(PrefixCache, OutputBlocksAreCachedForALaterTurnThatRepeatsThem) {
+  BlockManager kv(4, 16, true);
+  Prompted turn1({{1, 4}}, /*output_id=*/77);
+  ASSERT_TRUE(kv.allocate(turn1.seq, 4));
+  turn1.seq.num_output = 4;  // generated 4 tokens; their KV is computed up to token 8
+  ASSERT_TRUE(kv.allocate(turn1.seq, 8));
+  Prompted turn2({{1, 4}, {77, 4}, {9, 3}});
+  EXPECT_EQ(kv.cached_prefix_tokens(turn2.seq), 8);
+}
+
+TEST(PrefixCache, UnreferencedCachedBlocksAreEvictedLeastRecentlyFreedFirst) {
+  BlockManager kv(4, 4, true);
+  Prompted x({{1, 8}}), y({{2, 8}});
+  ASSERT_TRUE(kv.allocate(x.seq, 8));
+  ASSERT_TRUE(kv.allocate(y.seq, 8));
+  kv.free(x.seq);  // x's blocks queue first (tail first), then y's
+  kv.free(y.seq);
+  EXPECT_EQ(kv.num_free(), 4);
+  Prompted z({{3, 8}});
+  ASSERT_TRUE(kv.allocate(z.seq, 8));  // takes x's two blocks
+  Prompted x2({{1, 8}, {4, 1}}), y2({{2, 8}, {4, 1}});
+  EXPECT_EQ(kv.cached_prefix_tokens(x2.seq), 0);
+  EXPECT_EQ(kv.cached_prefix_tokens(y2.seq), 8);
+}
+
+TEST(PrefixCache, ClaimingAnUnreferencedCachedBlockUsesFreeRoom) {
+  BlockManager kv(4, 3, true);
+  Prompted x({{1, 8}});
+  ASSERT_TRUE(kv.allocate(x.seq, 8));
+  kv.free(x.seq);
+  Prompted y({{1, 8}, {2, 8}});  // 2 cached blocks (free, evictable) + 2 new: 4 > 3
+  const int32_t cached = kv.cached_prefix_tokens(y.seq);
+  ASSERT_EQ(cached, 8);
+  EXPECT_FALSE(kv.can_allocate(y.seq, 16, cached));
+  EXPECT_FALSE(kv.allocate(y.seq, 16, cached));
+  EXPECT_TRUE(y.seq.block_table.empty());
+  EXPECT_TRUE(kv.allocate(y.seq, 12, cached));  // 2 cached + 1 new fit
+}
+
+TEST(PrefixCache, OffWithoutPrefixCaching) {
+  BlockManager kv(4, 16, false);
+  Prompted a({{1, 8}}), b({{1, 8}, {2, 4}});
+  ASSERT_TRUE(kv.allocate(a.seq, 8));
+  EXPECT_EQ(kv.cached_prefix_tokens(b.seq), 0);
+  EXPECT_EQ(kv.num_cached(), 0);
+}
+
+}  // namespace
+}  // namespace servesim
