@@ -38,7 +38,8 @@ class ReplicaView {
   virtual const std::vector<Sequence*>& running() const = 0;
   virtual BlockManager& kv() = 0;
   virtual const SchedulerLimits& limits() const = 0;
-  // False once every request of the workload has arrived somewhere: waiting longer brings nothing.
+  // False when waiting longer can bring no arrival: every independent request has arrived, and
+  // nothing in flight (an iteration, a dependent request's think time) can release another.
   virtual bool more_arrivals_expected() const = 0;
 
   // Moves seq from waiting() to the back of running(); records its first scheduling time. Its first

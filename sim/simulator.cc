@@ -160,7 +160,10 @@ RunResult Simulator::run(const std::atomic<bool>* stop) {
       // Requests that finished just now release children with no think time: they arrive now too.
       settle_dependents(now);
     } while (!events_.empty() && events_.top().time == now);
-    more_arrivals_ = next_arrival_ < n || pending_dependents_ > 0;
+    // Waiting can still bring an arrival if one is due, or if something in flight (an iteration, a
+    // scheduled dependent arrival) may release one. Dependent requests whose parents merely wait do
+    // not count: a policy waiting for them would wait forever.
+    more_arrivals_ = next_arrival_ < n || (pending_dependents_ > 0 && !events_.empty());
     schedule_idle(now);
     settle_dependents(now);  // releases and rejections made while scheduling
   }

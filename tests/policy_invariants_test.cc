@@ -60,6 +60,33 @@ dist = "zipf"
 exponent = 1.1
 n = 500
 )",
+    // Shared prefixes and multi-turn conversations: prefix hits, dependencies, think times.
+    R"([generate]
+requests = 60
+seed = 14
+[generate.arrival]
+process = "poisson"
+rate = 4.0
+[generate.prompt_tokens]
+dist = "uniform"
+min = 8
+max = 200
+[generate.output_tokens]
+dist = "uniform"
+min = 1
+max = 120
+[generate.prefixes]
+share = 0.7
+count = 3
+tokens = 256
+[generate.sessions]
+think_time = 2.0
+think = "exponential"
+[generate.sessions.turns]
+dist = "uniform"
+min = 1
+max = 4
+)",
 };
 
 // Option variants per policy; every registered policy also runs with its defaults ("").

@@ -98,3 +98,45 @@ TEST(Simulator, EventsAtOneInstantAreSeenTogether) {
 
 }  // namespace
 }  // namespace servesim::testing
+
+namespace servesim::testing {
+namespace {
+
+TEST(Simulator, ADependentRequestArrivesWhenItsLastParentFinishesPlusThinkTime) {
+  // A ends at 3, B at 2; C waits for both, then 0.5 of think time: it arrives at 3.5, when the
+  // replica is idle, and starts at once.
+  std::vector<RequestSpec> specs = {spec("A", 0, 1, 3), spec("B", 0, 1, 2), spec("C", 0, 1, 1)};
+  specs[2].after = {0, 1};
+  specs[2].think_time = from_seconds(0.5);
+  auto run = simulate(specs, "continuous", "", capacity(4));
+  const auto& c = run->capture;
+  EXPECT_EQ(secs(c.by_id("C").arrival), 3.5);
+  EXPECT_EQ(secs(c.by_id("C").scheduled), 3.5);  // the replica was idle: it starts at once
+  EXPECT_EQ(c.by_id("C").replica, c.by_id("A").replica);  // follows its first parent
+}
+
+TEST(Simulator, AChildOfARejectedRequestIsRejectedToo) {
+  std::vector<RequestSpec> specs = {spec("A", 0, 100, 1), spec("B", 0, 1, 1), spec("C", 0, 1, 1)};
+  specs[1].after = {0};
+  specs[2].after = {1};
+  SimOptions o = capacity(2);
+  o.kv_blocks = 2;  // A's prompt never fits
+  auto run = simulate(specs, "continuous", "", o);
+  ASSERT_EQ(run->result.outcome, RunOutcome::kDone);
+  for (const char* id : {"A", "B", "C"}) {
+    EXPECT_EQ(run->capture.by_id(id).status, RequestStatus::kRejected) << id;
+  }
+  EXPECT_NE(run->capture.by_id("C").reason.find("'B'"), std::string::npos);
+}
+
+TEST(Simulator, AChildWithNoThinkTimeIsSeenAtTheInstantItsParentFinishes) {
+  // A ends at 2; B (after A, no think time) arrives at 2 and joins the iteration that starts at 2.
+  std::vector<RequestSpec> specs = {spec("A", 0, 1, 2), spec("B", 0, 1, 1)};
+  specs[1].after = {0};
+  auto run = simulate(specs, "continuous", "", capacity(2));
+  EXPECT_EQ(secs(run->capture.by_id("B").arrival), 2);
+  EXPECT_EQ(secs(run->capture.by_id("B").scheduled), 2);
+}
+
+}  // namespace
+}  // namespace servesim::testing

@@ -83,3 +83,23 @@ TEST(StaticPolicy, BatchIsCutByKvMemory) {
 
 }  // namespace
 }  // namespace servesim::testing
+
+namespace servesim::testing {
+namespace {
+
+// Regression: with max_wait = inf, a batch waited for a conversation's next turn, which could only
+// arrive after the waiting turn itself ran: the run stalled. Nothing in flight can bring B, so A
+// goes alone at 0 (done at 2); B arrives at 2 + 1 of think time and goes at once.
+TEST(StaticPolicy, DoesNotWaitForArrivalsThatOnlyTheWaitingRequestsCouldRelease) {
+  std::vector<RequestSpec> specs = {spec("A", 0, 1, 2), spec("B", 0, 1, 1)};
+  specs[1].after = {0};
+  specs[1].think_time = from_seconds(1);
+  auto run = simulate(specs, "static", "max_wait = inf", capacity(3));
+  ASSERT_EQ(run->result.outcome, RunOutcome::kDone) << run->result.error;
+  EXPECT_EQ(secs(run->capture.by_id("A").scheduled), 0);
+  EXPECT_EQ(secs(run->capture.by_id("B").arrival), 3);
+  EXPECT_EQ(secs(run->capture.by_id("B").scheduled), 3);
+}
+
+}  // namespace
+}  // namespace servesim::testing
