@@ -3,6 +3,8 @@
 #include "workloads/csv_trace.h"
 
 #include <gtest/gtest.h>
+
+#include "tests/test_util.h"
 #include <unistd.h>
 
 #include <filesystem>
@@ -15,17 +17,7 @@
 namespace servesim {
 namespace {
 
-// Writes `text` to a file `name` in a fresh folder of the running test; returns its path.
-std::string write_temp(const std::string& name, std::string_view text) {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("servesim_" + std::string(info->test_suite_name()) + "_" + info->name() + "_" +
-                    std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
-  const auto path = dir / name;
-  std::ofstream(path, std::ios::binary) << text;
-  return path.string();
-}
+using namespace servesim::testing;
 
 ReplayOptions csv_options(const std::string& path) {
   ReplayOptions o;

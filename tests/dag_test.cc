@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/test_util.h"
+
 #include <map>
 #include <string>
 #include <vector>
@@ -14,17 +16,7 @@
 namespace servesim {
 namespace {
 
-Workload parse_ok(std::string_view text) {
-  auto w = parse_workload(text, "w.toml", std::nullopt);
-  EXPECT_TRUE(w.ok()) << w.error().message;
-  return w.ok() ? std::move(w).value() : Workload{};
-}
-
-std::string parse_error(std::string_view text) {
-  auto w = parse_workload(text, "w.toml", std::nullopt);
-  EXPECT_FALSE(w.ok()) << text;
-  return w.ok() ? std::string() : w.error().message;
-}
+using namespace servesim::testing;
 
 RequestSpec spec(std::string id, double arrival_s, std::vector<int32_t> after = {}) {
   RequestSpec r;

@@ -3,6 +3,8 @@
 #include "workloads/mooncake_trace.h"
 
 #include <gtest/gtest.h>
+
+#include "tests/test_util.h"
 #include <unistd.h>
 
 #include <filesystem>
@@ -11,27 +13,12 @@
 #include <string>
 #include <unordered_set>
 
-#ifndef SERVESIM_PROJECT_DIR
-#define SERVESIM_PROJECT_DIR "."  // when built outside CMake, from the repository root
-#endif
 
 namespace servesim {
 namespace {
 
-const std::string kExcerpts = SERVESIM_PROJECT_DIR "/tests/data/traces/";
-const std::string kSharedTraces = SERVESIM_PROJECT_DIR "/../shared/traces/";
+using namespace servesim::testing;
 
-// Writes `text` to a file `name` in a fresh folder of the running test; returns its path.
-std::string write_temp(const std::string& name, std::string_view text) {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("servesim_" + std::string(info->test_suite_name()) + "_" + info->name() + "_" +
-                    std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
-  const auto path = dir / name;
-  std::ofstream(path, std::ios::binary) << text;
-  return path.string();
-}
 
 ReplayOptions mooncake_options(const std::string& path) {
   ReplayOptions o;

@@ -3,6 +3,8 @@
 #include "workloads/replay.h"
 
 #include <gtest/gtest.h>
+
+#include "tests/test_util.h"
 #include <unistd.h>
 
 #include <filesystem>
@@ -10,26 +12,12 @@
 #include <string>
 #include <vector>
 
-#ifndef SERVESIM_PROJECT_DIR
-#define SERVESIM_PROJECT_DIR "."  // when built outside CMake, from the repository root
-#endif
 
 namespace servesim {
 namespace {
 
-const std::string kExcerpts = SERVESIM_PROJECT_DIR "/tests/data/traces/";
+using namespace servesim::testing;
 
-// Writes `text` to a file `name` in a fresh folder of the running test; returns its path.
-std::string write_temp(const std::string& name, std::string_view text) {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("servesim_" + std::string(info->test_suite_name()) + "_" + info->name() + "_" +
-                    std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
-  const auto path = dir / name;
-  std::ofstream(path, std::ios::binary) << text;
-  return path.string();
-}
 
 // Parses `text` as the [replay] table of the workload file "dir/w.toml".
 Result<ReplayOptions> parse(std::string_view text) {
@@ -41,7 +29,8 @@ Result<ReplayOptions> parse(std::string_view text) {
   return parse_replay_table(*t["replay"].as_table(), "dir/w.toml");
 }
 
-std::string parse_error(std::string_view text) {
+// The message of a [replay] table that must be refused.
+std::string replay_error(std::string_view text) {
   auto o = parse(text);
   EXPECT_FALSE(o.ok()) << text;
   return o.ok() ? std::string() : o.error().message;
@@ -97,33 +86,33 @@ TEST(ReplayTable, ColumnsMeanCsv) {
 }
 
 TEST(ReplayTable, Errors) {
-  EXPECT_EQ(parse_error("[replay]\nformat = 'azure'\n"),
+  EXPECT_EQ(replay_error("[replay]\nformat = 'azure'\n"),
             "dir/w.toml:1:1: replay: missing required key 'path'");
-  EXPECT_EQ(parse_error("[replay]\npath = 't.csv'\nspeed = 2\n"),
+  EXPECT_EQ(replay_error("[replay]\npath = 't.csv'\nspeed = 2\n"),
             "dir/w.toml:3:1: replay.speed: unknown key (known: path, format, limit, rate, "
             "time_scale, block_tokens, columns)");
-  EXPECT_EQ(parse_error("[replay]\npath = 't.csv'\nformat = 'splitwise'\n"),
+  EXPECT_EQ(replay_error("[replay]\npath = 't.csv'\nformat = 'splitwise'\n"),
             "dir/w.toml:3:10: replay.format: expected one of \"azure\", \"mooncake\", \"vidur\", "
             "\"csv\", got \"splitwise\"");
-  EXPECT_EQ(parse_error("[replay]\npath = 't.csv'\nlimit = 0\n"),
+  EXPECT_EQ(replay_error("[replay]\npath = 't.csv'\nlimit = 0\n"),
             "dir/w.toml:3:9: replay.limit: expected an integer >= 1, got 0");
-  EXPECT_EQ(parse_error("[replay]\npath = 't.csv'\nrate = -1.0\n"),
+  EXPECT_EQ(replay_error("[replay]\npath = 't.csv'\nrate = -1.0\n"),
             "dir/w.toml:3:8: replay.rate: expected a number > 0, got -1.0");
-  EXPECT_EQ(parse_error("[replay]\npath = 't.csv'\ntime_scale = 0\n"),
+  EXPECT_EQ(replay_error("[replay]\npath = 't.csv'\ntime_scale = 0\n"),
             "dir/w.toml:3:14: replay.time_scale: expected a number > 0, got 0");
-  EXPECT_EQ(parse_error("[replay]\npath = 't.csv'\nrate = 1\ntime_scale = 2\n"),
+  EXPECT_EQ(replay_error("[replay]\npath = 't.csv'\nrate = 1\ntime_scale = 2\n"),
             "dir/w.toml:4:14: replay.time_scale: cannot be combined with rate (rate rescales "
             "arrivals to a mean rate; time_scale multiplies them); set one of the two");
-  EXPECT_EQ(parse_error("[replay]\npath = 't.csv'\nformat = 'azure'\nblock_tokens = 16\n"),
+  EXPECT_EQ(replay_error("[replay]\npath = 't.csv'\nformat = 'azure'\nblock_tokens = 16\n"),
             "dir/w.toml:4:16: replay.block_tokens: only for format = \"mooncake\"");
-  EXPECT_EQ(parse_error("[replay]\npath = 't.csv'\nformat = 'vidur'\ncolumns = { arrival = 't' }\n"),
+  EXPECT_EQ(replay_error("[replay]\npath = 't.csv'\nformat = 'vidur'\ncolumns = { arrival = 't' }\n"),
             "dir/w.toml:4:11: replay.columns: only for format = \"csv\"");
-  EXPECT_EQ(parse_error("[replay]\npath = 't.csv'\ncolumns = 3\n"),
+  EXPECT_EQ(replay_error("[replay]\npath = 't.csv'\ncolumns = 3\n"),
             "dir/w.toml:3:11: replay.columns: expected a table ([replay.columns]), got 3");
-  EXPECT_EQ(parse_error("[replay]\npath = 't.csv'\n[replay.columns]\nstart = 't'\n"),
+  EXPECT_EQ(replay_error("[replay]\npath = 't.csv'\n[replay.columns]\nstart = 't'\n"),
             "dir/w.toml:4:1: replay.columns.start: unknown key (known: arrival, prompt_tokens, "
             "output_tokens, id, max_tokens)");
-  EXPECT_EQ(parse_error("[replay]\npath = ''\n"),
+  EXPECT_EQ(replay_error("[replay]\npath = ''\n"),
             "dir/w.toml:2:8: replay.path: expected a non-empty string, got \"\"");
 }
 

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/test_util.h"
+
 #include <map>
 #include <set>
 #include <string>
@@ -19,17 +21,7 @@
 namespace servesim {
 namespace {
 
-Workload parse_ok(std::string_view text) {
-  auto w = parse_workload(text, "w.toml", std::nullopt);
-  EXPECT_TRUE(w.ok()) << w.error().message;
-  return w.ok() ? std::move(w).value() : Workload{};
-}
-
-std::string parse_error(std::string_view text) {
-  auto w = parse_workload(text, "w.toml", std::nullopt);
-  EXPECT_FALSE(w.ok()) << text;
-  return w.ok() ? std::string() : w.error().message;
-}
+using namespace servesim::testing;
 
 // n conversations; `sessions` is the body of [generate.sessions] (before its turns table), `turns`
 // the body of [generate.sessions.turns], `extra` appended at the end (e.g. [generate.prefixes]).

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/test_util.h"
+
 #include <string>
 #include <vector>
 
@@ -14,19 +16,9 @@
 namespace servesim {
 namespace {
 
+using namespace servesim::testing;
+
 const std::string kDataDir = SERVESIM_SOURCE_DATA_DIR;
-
-Workload parse_ok(std::string_view text, std::optional<uint64_t> seed = std::nullopt) {
-  auto w = parse_workload(text, "w.toml", seed);
-  EXPECT_TRUE(w.ok()) << w.error().message;
-  return w.ok() ? std::move(w).value() : Workload{};
-}
-
-std::string parse_error(std::string_view text) {
-  auto w = parse_workload(text, "w.toml", std::nullopt);
-  EXPECT_FALSE(w.ok()) << text;
-  return w.ok() ? std::string() : w.error().message;
-}
 
 ::testing::AssertionResult Contains(const std::string& text, const std::string& part) {
   if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
