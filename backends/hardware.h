@@ -1,0 +1,35 @@
+// A GPU as the roofline cost model sees it: peak throughputs, memory, interconnect, and the
+// fractions of peak that real kernels achieve. Read from data/hardware/*.toml, where every value
+// carries its unit in its key and the document it came from in a comment. Immutable once loaded.
+#pragma once
+
+#include <string>
+
+#include "sim/result.h"
+
+namespace servesim {
+
+struct HardwareSpec {
+  std::string name;                    // e.g. "NVIDIA A100-SXM4-80GB"
+  std::string path;                    // the file it came from
+  double memory_bytes = 0;             // device memory (bytes)
+  double memory_bandwidth = 0;         // peak device memory bandwidth (bytes/s)
+  double fp16_flops = 0;               // dense FP16/BF16 tensor-core peak (FLOP/s)
+  double fp8_flops = 0;                // dense FP8 tensor-core peak (FLOP/s); 0 = none
+  double fp32_flops = 0;               // FP32 peak without tensor cores (FLOP/s)
+  bool bf16 = true;                    // BF16 supported (T4: no)
+  double interconnect_bandwidth = 0;   // per-GPU bandwidth for tensor-parallel all-reduce (bytes/s)
+  double interconnect_latency = 0;     // latency of one all-reduce (s)
+  double gemm_efficiency = 0.7;        // fraction of tensor peak a large GEMM achieves
+  double memory_efficiency = 0.75;     // fraction of peak bandwidth streaming achieves
+  double attention_efficiency = 0.6;   // fraction of peak (compute or bandwidth) attention achieves
+  double overhead = 0;                 // fixed cost of one iteration: launches, CPU (s)
+
+  // FLOP per byte where compute time and memory time meet (dense FP16 over bandwidth).
+  double ridge_point() const { return memory_bandwidth > 0 ? fp16_flops / memory_bandwidth : 0; }
+};
+
+// Reads a hardware TOML file. Errors name the file, line and key.
+Result<HardwareSpec> load_hardware(const std::string& path);
+
+}  // namespace servesim
