@@ -4,12 +4,26 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "sim/batch.h"
 #include "sim/time.h"
 
 namespace servesim {
+
+// What a backend is built from: the run configuration's hardware, model and memory settings.
+struct BackendSetup {
+  std::string hardware;                // a hardware file (resolved); "" = the backend's default
+  std::string model;                   // a config.json (resolved); "" = the backend's default
+  int32_t tp = 1;                      // tensor-parallel degree
+  double gpu_memory_utilization = 0.9;
+  std::string dtype;                   // weights and activations; "" = the model's torch_dtype
+  std::string kv_dtype;                // KV cache; "" = dtype
+  int32_t block_size = 16;
+  int32_t max_num_seqs = 256;
+  int32_t max_num_batched_tokens = 8192;
+};
 
 struct IterationResult {
   Time duration = 0;    // what advances the simulated clock; > 0
@@ -29,6 +43,11 @@ class Backend {
   virtual std::string_view name() const = 0;
   // Simulated time unit for reports: true when one iteration is one unit ("steps"), not seconds.
   virtual bool counts_steps() const { return false; }
+  // The model's context length (max_position_embeddings), or 0 when the backend has no model.
+  virtual int64_t max_model_len() const { return 0; }
+  // The hardware and model files it uses, for the run's record ("" when none).
+  virtual std::string hardware_path() const { return ""; }
+  virtual std::string model_path() const { return ""; }
 };
 
 }  // namespace servesim

@@ -24,6 +24,9 @@ struct HardwareSpec {
   double memory_efficiency = 0.75;     // fraction of peak bandwidth streaming achieves
   double attention_efficiency = 0.6;   // fraction of peak (compute or bandwidth) attention achieves
   double overhead = 0;                 // fixed cost of one iteration: launches, CPU (s)
+  // GEMM efficiency grows with the rows (tokens) of the product, as tiles fill:
+  // gemm_efficiency x M / (M + gemm_half_rows). 0 = flat.
+  double gemm_half_rows = 128;
 
   // FLOP per byte where compute time and memory time meet (dense FP16 over bandwidth).
   double ridge_point() const { return memory_bandwidth > 0 ? fp16_flops / memory_bandwidth : 0; }

@@ -2,14 +2,21 @@
 
 #include <string>
 
+#include "backends/roofline_backend.h"
 #include "backends/unit.h"
 
 namespace servesim {
 
 const std::vector<BackendInfo>& backend_registry() {
   static const std::vector<BackendInfo> kBackends = {
+      {"roofline",
+       "analytic GPU roofline: each operator's FLOPs and bytes against the hardware file's peaks "
+       "(default A100-80GB, Llama-3-8B); KV blocks derived as vLLM does",
+       &make_roofline_backend},
       {"unit", "every iteration costs one time unit; KV memory unlimited unless kv.blocks is set",
-       [] { return std::unique_ptr<Backend>(std::make_unique<UnitBackend>()); }},
+       [](const BackendSetup&) -> Result<std::unique_ptr<Backend>> {
+         return std::unique_ptr<Backend>(std::make_unique<UnitBackend>());
+       }},
   };
   return kBackends;
 }
@@ -21,7 +28,7 @@ Result<const BackendInfo*> find_backend(std::string_view name) {
     known += (known.empty() ? "" : ", ") + std::string(b.name);
   }
   std::string msg = "unknown backend '" + std::string(name) + "' (known: " + known + ")";
-  if (name == "roofline" || name == "cpu" || name == "cuda") {
+  if (name == "cpu" || name == "cuda") {
     msg = "backend '" + std::string(name) + "' is not available in this version (available: " +
           known + ")";
   }

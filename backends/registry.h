@@ -13,7 +13,8 @@ namespace servesim {
 struct BackendInfo {
   std::string_view name;
   std::string_view summary;
-  std::unique_ptr<Backend> (*make)();
+  // Builds one backend (one per replica); errors name the file, key or option at fault.
+  Result<std::unique_ptr<Backend>> (*make)(const BackendSetup& setup);
 };
 
 const std::vector<BackendInfo>& backend_registry();

@@ -87,6 +87,7 @@ Result<RunConfig> resolve_config(toml::table table) {
   c.max_num_batched_tokens = static_cast<int32_t>(
       top.integer("max_num_batched_tokens", c.max_num_batched_tokens, 1, kMax32));
   c.max_tokens = static_cast<int32_t>(top.integer("max_tokens", c.max_tokens, 1, kMax32));
+  c.dtype = top.choice("dtype", "", {"fp16", "bf16", "fp32", "fp8", "float16", "bfloat16", "float32"});
   c.gpu_memory_utilization = top.number("gpu_memory_utilization", c.gpu_memory_utilization, 0.01, 1.0);
   c.tp = static_cast<int32_t>(top.integer("tp", c.tp, 1, 1024));
   c.replicas = static_cast<int32_t>(top.integer("replicas", c.replicas, 1, 4096));
@@ -100,6 +101,7 @@ Result<RunConfig> resolve_config(toml::table table) {
     OptionReader k(*kv, "kv");
     c.block_size = static_cast<int32_t>(k.integer("block_size", c.block_size, 1, 1 << 16));
     c.kv_blocks = k.integer("blocks", c.kv_blocks, 1, kMax32);
+    c.kv_dtype = k.choice("dtype", "", {"fp16", "bf16", "fp8", "int4", "float16", "bfloat16"});
     k.reject_unknown();
     if (!k.ok()) return k.error();
   }
@@ -129,7 +131,8 @@ std::string config_to_toml(const RunConfig& c, const toml::table& policy_options
   if (!c.name.empty()) t.insert("name", c.name);
   t.insert("max_num_seqs", c.max_num_seqs);
   t.insert("max_num_batched_tokens", c.max_num_batched_tokens);
-  t.insert("max_tokens", c.max_tokens);
+  if (c.max_tokens > 0) t.insert("max_tokens", c.max_tokens);
+  if (!c.dtype.empty()) t.insert("dtype", c.dtype);
   t.insert("gpu_memory_utilization", c.gpu_memory_utilization);
   t.insert("tp", c.tp);
   t.insert("replicas", c.replicas);
@@ -138,6 +141,7 @@ std::string config_to_toml(const RunConfig& c, const toml::table& policy_options
   t.insert("policy", std::move(policy));
   toml::table kv{{"block_size", c.block_size}};
   if (c.kv_blocks >= 0) kv.insert("blocks", c.kv_blocks);
+  if (!c.kv_dtype.empty()) kv.insert("dtype", c.kv_dtype);
   t.insert("kv", std::move(kv));
   std::ostringstream out;
   out << toml::toml_formatter(t);

@@ -5,14 +5,17 @@
 //   trace                        --trace FILE             (required)
 //   policy.name                  --policy NAME            "continuous"
 //   policy.<option>              --set policy.X=V         the policy's own defaults
-//   backend                      --backend NAME           "unit"
-//   hardware, model              --hardware, --model      "" (used by hardware-aware backends)
+//   backend                      --backend NAME           "roofline"
+//   hardware, model              --hardware, --model      the backend's (roofline: a100-80gb,
+//                                                         llama-3-8b)
 //   db                           --db FILE                "sim.db"
 //   seed                         --seed N                 the workload's own seed
 //   name                         --name TEXT              "" (the run's label)
 //   max_num_seqs                 --max-num-seqs N         256   (vLLM's offline default)
 //   max_num_batched_tokens       --max-num-batched-tokens 8192  (vLLM's offline default)
-//   max_tokens                   --set max_tokens=N       2048 for requests that give none
+//   max_tokens                   --set max_tokens=N       the model's context - prompt, else 2048
+//   dtype                        --dtype T                the model's torch_dtype (fp16|bf16|fp32|fp8)
+//   kv.dtype                     --kv-cache-dtype T       dtype (fp16|bf16|fp8|int4)
 //   kv.block_size                --block-size N           16
 //   kv.blocks                    --set kv.blocks=N        from the backend (unit: unlimited)
 //   gpu_memory_utilization       --gpu-memory-utilization 0.9
@@ -36,7 +39,7 @@ struct RunConfig {
   std::string trace;                   // as given (a file or a preset name)
   std::string policy = "continuous";
   toml::table policy_options;          // [policy] without `name`, checked by the policy itself
-  std::string backend = "unit";
+  std::string backend = "roofline";
   std::string hardware;
   std::string model;
   std::string db = "sim.db";
@@ -44,7 +47,9 @@ struct RunConfig {
   std::string name;
   int32_t max_num_seqs = 256;          // sequences per iteration
   int32_t max_num_batched_tokens = 8192;  // tokens per iteration
-  int32_t max_tokens = 2048;           // output limit of requests that give none
+  int32_t max_tokens = 0;              // output limit of requests that give none; 0: see above
+  std::string dtype;                   // "": the model's torch_dtype
+  std::string kv_dtype;                // "": dtype
   int32_t block_size = 16;             // tokens per KV block
   int64_t kv_blocks = -1;              // KV blocks per replica; -1: from the backend
   double gpu_memory_utilization = 0.9; // fraction of device memory for weights, activations, KV

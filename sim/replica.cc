@@ -6,11 +6,13 @@
 
 namespace servesim {
 
-Replica::Replica(int32_t id, SchedulerLimits limits, BlockManager kv, std::unique_ptr<Policy> policy,
+Replica::Replica(int32_t id, SchedulerLimits limits, int64_t max_model_len, BlockManager kv,
+                 std::unique_ptr<Policy> policy,
                  std::unique_ptr<Backend> backend, std::span<Recorder* const> recorders,
                  const bool* more_arrivals, std::vector<int32_t>* settled)
     : id_(id),
       limits_(limits),
+      max_model_len_(max_model_len),
       kv_(std::move(kv)),
       policy_(std::move(policy)),
       backend_(std::move(backend)),
@@ -25,7 +27,11 @@ void Replica::enqueue(Request* r, Time now) {
   r->replica = static_cast<int16_t>(id_);
   r->status = RequestStatus::kWaiting;
   waiting_.push_back(r);
-  if (!kv_.fits_at_all(r->prompt_tokens)) {
+  if (max_model_len_ > 0 && r->prompt_tokens >= max_model_len_) {
+    reject(r, "prompt of " + std::to_string(r->prompt_tokens) +
+                  " tokens leaves no room in the model's context of " +
+                  std::to_string(max_model_len_) + " tokens");
+  } else if (!kv_.fits_at_all(r->prompt_tokens)) {
     reject(r, "prompt of " + std::to_string(r->prompt_tokens) + " tokens needs " +
                   std::to_string(kv_.blocks_for(r->prompt_tokens)) + " KV blocks; the cache has " +
                   std::to_string(kv_.num_total()));

@@ -26,12 +26,13 @@ class Replica final : public ReplicaView {
   // `more_arrivals` points at the simulator's flag; the index of every request whose fate is
   // settled here (complete or rejected) is appended to *settled. Both and the recorders outlive the
   // replica.
-  Replica(int32_t id, SchedulerLimits limits, BlockManager kv, std::unique_ptr<Policy> policy,
+  Replica(int32_t id, SchedulerLimits limits, int64_t max_model_len, BlockManager kv,
+          std::unique_ptr<Policy> policy,
           std::unique_ptr<Backend> backend, std::span<Recorder* const> recorders,
           const bool* more_arrivals, std::vector<int32_t>* settled);
 
   // A request arrives (status kPending -> kWaiting), or is rejected at once if its prompt alone
-  // could never fit in KV memory.
+  // could never fit in KV memory or reaches the model's context length.
   void enqueue(Request* r, Time now);
 
   bool busy() const { return busy_; }
@@ -64,6 +65,7 @@ class Replica final : public ReplicaView {
 
   const int32_t id_;
   const SchedulerLimits limits_;
+  const int64_t max_model_len_;  // 0: no model
   BlockManager kv_;
   std::unique_ptr<Policy> policy_;
   std::unique_ptr<Backend> backend_;

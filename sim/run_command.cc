@@ -37,9 +37,15 @@ po::options_description run_options() {
     ("policy", po::value<std::string>()->value_name("NAME"),
      "batching policy: static | continuous | chunked-prefill | prefix-cached (default continuous; `sim list policies`)  [policy.name]")
     ("backend", po::value<std::string>()->value_name("NAME"),
-     "cost model of one iteration: unit (default; `sim list backends`)  [backend]")
-    ("hardware", po::value<std::string>()->value_name("NAME|FILE"), "GPU description  [hardware]")
-    ("model", po::value<std::string>()->value_name("NAME|FILE"), "model config.json  [model]")
+     "cost model of one iteration: roofline (default) | unit (`sim list backends`)  [backend]")
+    ("hardware", po::value<std::string>()->value_name("NAME|FILE"),
+     "GPU: a preset (`sim list hardware`; default a100-80gb) or your own TOML  [hardware]")
+    ("model", po::value<std::string>()->value_name("NAME|FILE"),
+     "model: a preset (`sim list models`; default llama-3-8b) or any config.json  [model]")
+    ("dtype", po::value<std::string>()->value_name("T"),
+     "weights and activations: fp16 | bf16 | fp32 | fp8 (default: the model's torch_dtype)  [dtype]")
+    ("kv-cache-dtype", po::value<std::string>()->value_name("T"),
+     "KV cache: fp16 | bf16 | fp8 | int4 (default: dtype)  [kv.dtype]")
     ("config", po::value<std::string>()->value_name("FILE"), "run configuration TOML with any of the keys in brackets")
     ("set", po::value<std::vector<std::string>>()->value_name("KEY=VALUE")->composing(),
      "override a configuration key; repeatable. e.g. --set policy.max_wait=inf --set kv.blocks=512")
@@ -76,7 +82,8 @@ void print_run_help(std::ostream& out) {
 Status apply_flags(const po::variables_map& vm, toml::table& table) {
   const std::pair<const char*, const char*> strings[] = {
       {"trace", "trace"}, {"policy", "policy.name"}, {"backend", "backend"}, {"hardware", "hardware"},
-      {"model", "model"}, {"db", "db"}, {"name", "name"}};
+      {"model", "model"}, {"db", "db"}, {"name", "name"}, {"dtype", "dtype"},
+      {"kv-cache-dtype", "kv.dtype"}};
   for (const auto& [flag, key] : strings) {
     if (vm.count(flag) == 0) continue;
     Status s = set_path(table, key, toml::value<std::string>(vm[flag].as<std::string>()));
@@ -160,15 +167,30 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
   if (!backend_info.ok()) return bad_input(err, "--backend: " + backend_info.error().message);
   std::vector<std::unique_ptr<Policy>> policies;
   std::vector<std::unique_ptr<Backend>> backends;
+  BackendSetup setup;
+  setup.hardware = hardware;
+  setup.model = model;
+  setup.tp = config.tp;
+  setup.gpu_memory_utilization = config.gpu_memory_utilization;
+  setup.dtype = config.dtype;
+  setup.kv_dtype = config.kv_dtype;
+  setup.block_size = config.block_size;
+  setup.max_num_seqs = config.max_num_seqs;
+  setup.max_num_batched_tokens = config.max_num_batched_tokens;
   for (int32_t i = 0; i < config.replicas; ++i) {
     Result<std::unique_ptr<Policy>> p = policy_info.value()->make(config.policy_options);
     if (!p.ok()) return bad_input(err, p.error().message);
     policies.push_back(std::move(p.value()));
-    backends.push_back(backend_info.value()->make());
+    Result<std::unique_ptr<Backend>> b = backend_info.value()->make(setup);
+    if (!b.ok()) return bad_input(err, b.error().message);
+    backends.push_back(std::move(b.value()));
   }
   Result<Workload> workload = load_workload(trace.value(), config.seed);
   if (!workload.ok()) return bad_input(err, workload.error().message);
   if (workload.value().requests.empty()) return bad_input(err, trace.value() + ": the workload has no requests");
+  // The files the backend actually uses (its defaults included), for the record.
+  if (!backends.front()->hardware_path().empty()) hardware = backends.front()->hardware_path();
+  if (!backends.front()->model_path().empty()) model = backends.front()->model_path();
 
   // 3. The database and the run's row: from here on the run is recorded, whatever happens.
   Result<std::unique_ptr<Database>> db = Database::open(config.db);
@@ -192,6 +214,7 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
   options.block_size = config.block_size;
   options.kv_blocks = config.kv_blocks;
   options.default_max_tokens = config.max_tokens;
+  options.max_model_len = backends.front()->max_model_len();
   options.prefix_caching = policy_info.value()->prefix_caching;
   MetricsAccumulator metrics({config.max_num_seqs, config.replicas});
   DbRecorder writer(*db.value(), run_id.value(), metrics);

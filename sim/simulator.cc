@@ -27,7 +27,13 @@ Simulator::Simulator(const std::vector<RequestSpec>& specs, const SimOptions& op
     r.index = static_cast<int32_t>(i);
     r.arrival = spec.arrival;
     r.prompt_tokens = spec.prompt_tokens;
-    r.max_tokens = spec.max_tokens > 0 ? spec.max_tokens : options.default_max_tokens;
+    const int64_t room = options.max_model_len - spec.prompt_tokens;  // context left for output
+    int64_t max_tokens = spec.max_tokens > 0          ? spec.max_tokens
+                         : options.default_max_tokens > 0 ? options.default_max_tokens
+                         : options.max_model_len > 0      ? room
+                                                          : 2048;
+    if (options.max_model_len > 0) max_tokens = std::min(max_tokens, room);
+    r.max_tokens = static_cast<int32_t>(std::max<int64_t>(max_tokens, 1));
     r.output_tokens = std::min(spec.output_tokens, r.max_tokens);  // the engine stops at max_tokens
     r.capped = spec.output_tokens > r.max_tokens;
     if (spec.prompt.empty()) {
@@ -65,7 +71,8 @@ Simulator::Simulator(const std::vector<RequestSpec>& specs, const SimOptions& op
     const int64_t blocks =
         options.kv_blocks >= 0 ? options.kv_blocks : backend->kv_blocks(options.block_size);
     replicas_.push_back(std::make_unique<Replica>(
-        i, options.limits, BlockManager(options.block_size, blocks, options.prefix_caching),
+        i, options.limits, options.max_model_len,
+        BlockManager(options.block_size, blocks, options.prefix_caching),
         std::move(policies[static_cast<size_t>(i)]), std::move(backend), recorders_,
         &more_arrivals_, &settled_));
   }

@@ -34,7 +34,9 @@ struct SimOptions {
   int32_t block_size = 16;           // tokens per KV block
   int64_t kv_blocks = -1;            // KV blocks per replica; -1 = what the backend says
   bool prefix_caching = false;       // automatic prefix caching in the block managers
-  int32_t default_max_tokens = 2048; // for requests that do not give max_tokens
+  int32_t default_max_tokens = 0;    // for requests that give no max_tokens; 0: the model's
+                                     // context length minus the prompt, else 2048
+  int64_t max_model_len = 0;         // the model's context length; 0: no model
 };
 
 struct RunResult {

@@ -52,7 +52,7 @@ TEST_F(Cli, ContinuousReproducesTheFirstSeed) {
 }
 
 TEST_F(Cli, StaticReproducesTheSecondSeedsBatcher) {
-  Outcome o = sim({"--policy", "static", "--max-num-seqs", "3", "--set", "policy.max_wait=inf",
+  Outcome o = sim({"--backend", "unit", "--policy", "static", "--max-num-seqs", "3", "--set", "policy.max_wait=inf",
                    "--set", "policy.release=batch", "--trace", kToy});
   ASSERT_EQ(o.status, 0) << o.output;
   for (const char* id : {"A", "B", "C"}) EXPECT_EQ(req(id, "finished"), 8) << id;
@@ -62,7 +62,7 @@ TEST_F(Cli, StaticReproducesTheSecondSeedsBatcher) {
 }
 
 TEST_F(Cli, PresetsAreFoundFromAnyDirectory) {
-  Outcome o = sim({"--policy", "continuous", "--trace", "pareto.toml"});
+  Outcome o = sim({"--backend", "unit", "--policy", "continuous", "--trace", "pareto.toml"});
   ASSERT_EQ(o.status, 0) << o.output;
   EXPECT_EQ(query("SELECT count(*) FROM requests WHERE status = 'finished'"), "1000");
   Outcome missing = sim({"--trace", "nope.toml"});
@@ -90,8 +90,9 @@ TEST_F(Cli, TheSameSeedGivesTheSameRowsAndAnotherSeedOthers) {
 }
 
 TEST_F(Cli, RunsAppendAndReportReadsThemBack) {
-  ASSERT_EQ(sim({"--policy", "static", "--max-num-seqs", "3", "--trace", kToy}).status, 0);
-  ASSERT_EQ(sim({"--policy", "continuous", "--max-num-seqs", "3", "--trace", kToy, "--name", "second"}).status, 0);
+  ASSERT_EQ(sim({"--backend", "unit", "--policy", "static", "--max-num-seqs", "3", "--trace", kToy}).status, 0);
+  ASSERT_EQ(sim({"--backend", "unit", "--policy", "continuous", "--max-num-seqs", "3", "--trace", kToy,
+                 "--name", "second"}).status, 0);
   EXPECT_EQ(query("SELECT count(*) FROM runs"), "2");
   Outcome text = sim({"report"});
   ASSERT_EQ(text.status, 0) << text.output;

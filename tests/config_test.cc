@@ -10,7 +10,7 @@ namespace {
 TEST(Config, DefaultsFollowVllm) {
   RunConfig c = resolve_config(toml::table{}).value();
   EXPECT_EQ(c.policy, "continuous");
-  EXPECT_EQ(c.backend, "unit");
+  EXPECT_EQ(c.backend, "roofline");
   EXPECT_EQ(c.max_num_seqs, 256);
   EXPECT_EQ(c.max_num_batched_tokens, 8192);
   EXPECT_EQ(c.block_size, 16);

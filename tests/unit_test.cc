@@ -21,14 +21,15 @@ TEST(UnitBackend, EveryIterationCostsOneUnitWhateverItHolds) {
   EXPECT_TRUE(unit.counts_steps());
 }
 
-TEST(BackendRegistry, FindsUnitAndExplainsTheOthers) {
+TEST(BackendRegistry, FindsUnitAndRooflineAndExplainsTheOthers) {
   ASSERT_TRUE(find_backend("unit").ok());
-  Result<const BackendInfo*> roofline = find_backend("roofline");
-  ASSERT_FALSE(roofline.ok());
-  EXPECT_NE(roofline.error().message.find("not available"), std::string::npos);
+  ASSERT_TRUE(find_backend("roofline").ok());
+  Result<const BackendInfo*> cuda = find_backend("cuda");
+  ASSERT_FALSE(cuda.ok());
+  EXPECT_NE(cuda.error().message.find("not available"), std::string::npos);
   Result<const BackendInfo*> typo = find_backend("unti");
   ASSERT_FALSE(typo.ok());
-  EXPECT_NE(typo.error().message.find("known: unit"), std::string::npos);
+  EXPECT_NE(typo.error().message.find("known: roofline, unit"), std::string::npos);
 }
 
 }  // namespace

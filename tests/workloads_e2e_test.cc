@@ -13,22 +13,22 @@ using WorkloadsE2e = Cli;
 
 TEST_F(WorkloadsE2e, SharedPrefixesHitWhenMemoryHoldsThemAndFallWhenItDoesNot) {
   // 1,000 requests, 60 % starting with one of 5 prefixes of 1,024 tokens (64 blocks each).
-  ASSERT_EQ(sim({"--policy", "prefix-cached", "--trace", "shared-prefix.toml", "--set", "kv.blocks=2000"}).status, 0);
+  ASSERT_EQ(sim({"--backend", "unit", "--policy", "prefix-cached", "--trace", "shared-prefix.toml", "--set", "kv.blocks=2000"}).status, 0);
   const double roomy = metric("prefix_request_hit_rate");
   EXPECT_GE(roomy, 0.55);
   EXPECT_GT(metric("prefix_hit_rate"), 0.5);
-  const Outcome tight = sim({"--policy", "prefix-cached", "--trace", "shared-prefix.toml", "--set", "kv.blocks=200"});
+  const Outcome tight = sim({"--backend", "unit", "--policy", "prefix-cached", "--trace", "shared-prefix.toml", "--set", "kv.blocks=200"});
   ASSERT_EQ(tight.status, 0) << tight.output;
   EXPECT_LT(metric("prefix_request_hit_rate"), roomy - 0.2);
   EXPECT_EQ(metric("completed") + metric("rejected"), 1000);
   EXPECT_EQ(query("SELECT status FROM runs WHERE id = 2"), "done");
   // Without prefix caching nothing is served from a cache.
-  ASSERT_EQ(sim({"--policy", "chunked-prefill", "--trace", "shared-prefix.toml"}).status, 0);
+  ASSERT_EQ(sim({"--backend", "unit", "--policy", "chunked-prefill", "--trace", "shared-prefix.toml"}).status, 0);
   EXPECT_EQ(metric("prefix_hit_rate"), 0);
 }
 
 TEST_F(WorkloadsE2e, ConversationTurnsArriveAfterTheirParentAndReuseTheHistory) {
-  ASSERT_EQ(sim({"--policy", "prefix-cached", "--trace", "multiturn.toml"}).status, 0);
+  ASSERT_EQ(sim({"--backend", "unit", "--policy", "prefix-cached", "--trace", "multiturn.toml"}).status, 0);
   const double shared = metric("prefix_hit_rate");
   // Turn k of conversation s is s<n>.t<k>: its parent is s<n>.t<k-1>.
   const std::string pairs =
@@ -48,7 +48,7 @@ TEST_F(WorkloadsE2e, ConversationTurnsArriveAfterTheirParentAndReuseTheHistory) 
   ASSERT_NE(at, std::string::npos);
   std::string alone = text;
   alone.replace(at, std::string("share_history = true").size(), "share_history = false");
-  ASSERT_EQ(sim({"--policy", "prefix-cached", "--trace", write("alone.toml", alone)}).status, 0);
+  ASSERT_EQ(sim({"--backend", "unit", "--policy", "prefix-cached", "--trace", write("alone.toml", alone)}).status, 0);
   EXPECT_GT(shared, metric("prefix_hit_rate") + 0.3);
 }
 
@@ -59,7 +59,7 @@ TEST_F(WorkloadsE2e, TheSharedTracesReplayWithEveryRequest) {
   for (const auto& [name, rows] : traces) {
     const std::string path = shared_trace(name);
     if (path.empty()) GTEST_SKIP() << "no ../shared/traces beside the checkout";
-    const Outcome o = sim({"--policy", "chunked-prefill", "--trace", path, "--db", "traces.db"});
+    const Outcome o = sim({"--backend", "unit", "--policy", "chunked-prefill", "--trace", path, "--db", "traces.db"});
     ASSERT_EQ(o.status, 0) << name << ": " << o.output;
     EXPECT_EQ(query("SELECT count(*) FROM requests WHERE status = 'finished' AND run_id = "
                     "(SELECT max(id) FROM runs)", "traces.db"),
@@ -71,7 +71,7 @@ TEST_F(WorkloadsE2e, TheSharedTracesReplayWithEveryRequest) {
 TEST_F(WorkloadsE2e, MooncakePrefixHitsMatchTheTracesOwnBlockReuse) {
   const std::string path = shared_trace("conversation_trace.jsonl");
   if (path.empty()) GTEST_SKIP() << "no ../shared/traces beside the checkout";
-  ASSERT_EQ(sim({"--policy", "prefix-cached", "--trace", path}).status, 0);
+  ASSERT_EQ(sim({"--backend", "unit", "--policy", "prefix-cached", "--trace", path}).status, 0);
   // 36.64 % of the trace's 512-token blocks repeat an earlier block (tests/mooncake_trace_test.cc).
   EXPECT_NEAR(metric("prefix_hit_rate"), 0.3664, 0.02);
 }

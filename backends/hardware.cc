@@ -1,0 +1,124 @@
+#include "backends/hardware.h"
+
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <optional>
+#include <sstream>
+#include <string_view>
+#include <utility>
+
+#include <toml++/toml.h>
+
+#include "sim/toml_fields.h"
+
+namespace servesim {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kBytesPerGiB = 1073741824.0;  // 2^30
+constexpr double kGiga = 1e9;                  // GB/s -> bytes/s
+constexpr double kTera = 1e12;                 // TFLOP/s -> FLOP/s
+constexpr double kMicro = 1e-6;                // us -> s
+
+Result<toml::table> parse_toml(const std::string& text, const std::string& path) {
+#if TOML_EXCEPTIONS
+  try {
+    return toml::parse(text, std::string_view(path));
+  } catch (const toml::parse_error& e) {
+    return error_at(path, e.source().begin, "", "malformed TOML: " + std::string(e.description()));
+  }
+#else
+  toml::parse_result parsed = toml::parse(text, std::string_view(path));
+  if (!parsed) {
+    return error_at(path, parsed.error().source().begin, "",
+                    "malformed TOML: " + std::string(parsed.error().description()));
+  }
+  return std::move(parsed).table();
+#endif
+}
+
+// Reads `key` as a number in (min, max] (or [min, max] when min_inclusive) into *out, scaled by
+// `scale`. Leaves *out alone when the key is absent, unless `required`.
+Status read_number(const TableFields& f, std::string_view key, bool required, double min,
+                   bool min_inclusive, double max, double scale, double* out) {
+  if (required) {
+    if (Status s = f.require(key); !s) return s;
+  }
+  auto v = f.number(key, min, min_inclusive, max);
+  if (!v) return v.error();
+  if (v.value()) *out = *v.value() * scale;
+  return Ok{};
+}
+
+}  // namespace
+
+Result<HardwareSpec> load_hardware(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return Error{path + ": cannot open file (it is a directory)"};
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error{path + ": cannot open file"};
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return Error{path + ": cannot read file"};
+
+  auto parsed = parse_toml(text.str(), path);
+  if (!parsed) return parsed.error();
+  const toml::table& root = parsed.value();
+  const TableFields f(root, path, "");
+
+  if (Status s = f.check_known({"name", "memory_gib", "memory_bandwidth_gbs", "fp16_tflops",
+                                "fp8_tflops", "fp32_tflops", "bf16", "interconnect_gbs",
+                                "interconnect_latency_us", "gemm_efficiency", "memory_efficiency",
+                                "attention_efficiency", "overhead_us"});
+      !s) {
+    return s.error();
+  }
+
+  HardwareSpec hw;
+  hw.path = path;
+  if (Status s = f.require("name"); !s) return s.error();
+  auto name = f.string("name");
+  if (!name) return f.expected("name", "a non-empty string");
+  hw.name = *name.value();
+
+  struct NumberKey {
+    std::string_view key;
+    bool required;
+    double min;
+    bool min_inclusive;
+    double max;
+    double scale;
+    double* out;
+  };
+  const NumberKey numbers[] = {
+      {"memory_gib", true, 0, false, kInf, kBytesPerGiB, &hw.memory_bytes},
+      {"memory_bandwidth_gbs", true, 0, false, kInf, kGiga, &hw.memory_bandwidth},
+      {"fp16_tflops", true, 0, false, kInf, kTera, &hw.fp16_flops},
+      {"fp8_tflops", false, 0, true, kInf, kTera, &hw.fp8_flops},
+      {"fp32_tflops", true, 0, false, kInf, kTera, &hw.fp32_flops},
+      {"interconnect_gbs", true, 0, false, kInf, kGiga, &hw.interconnect_bandwidth},
+      {"interconnect_latency_us", false, 0, true, kInf, kMicro, &hw.interconnect_latency},
+      {"gemm_efficiency", false, 0, false, 1.0, 1.0, &hw.gemm_efficiency},
+      {"memory_efficiency", false, 0, false, 1.0, 1.0, &hw.memory_efficiency},
+      {"attention_efficiency", false, 0, false, 1.0, 1.0, &hw.attention_efficiency},
+      {"overhead_us", false, 0, true, kInf, kMicro, &hw.overhead},
+  };
+  for (const NumberKey& n : numbers) {
+    if (Status s = read_number(f, n.key, n.required, n.min, n.min_inclusive, n.max, n.scale, n.out);
+        !s) {
+      return s.error();
+    }
+  }
+
+  if (const toml::node* bf16 = root.get("bf16")) {
+    const auto* b = bf16->as_boolean();
+    if (b == nullptr) return f.expected("bf16", "true or false");
+    hw.bf16 = b->get();
+  }
+  return hw;
+}
+
+}  // namespace servesim

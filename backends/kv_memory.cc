@@ -1,0 +1,59 @@
+#include "backends/kv_memory.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace servesim {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+MemoryPlan plan(const HardwareSpec& hw, const ModelSpec& m, const MemoryOptions& o, int32_t tp) {
+  MemoryPlan p;
+  const double t = tp;
+  const double ab = dtype_bytes(o.weights == DType::kFp8 || o.weights == DType::kInt4 ? DType::kBf16 : o.weights);
+  p.budget = hw.memory_bytes * o.gpu_memory_utilization;
+  p.weights = m.weight_bytes(o.weights) / t;
+  // The profiling pass: max_num_batched_tokens tokens through one layer at a time (hidden state,
+  // residual, QKV, gate/up and SiLU output), and fp32 logits for max_num_seqs sampled rows.
+  const double h = static_cast<double>(m.hidden_size);
+  const double qkv = static_cast<double>(m.num_heads + 2 * m.num_kv_heads) * static_cast<double>(m.head_dim) / t;
+  const double inter = static_cast<double>(m.intermediate_size) / t;
+  p.activations = o.max_num_batched_tokens * (2 * h + qkv + 3 * inter) * ab +
+                  o.max_num_seqs * static_cast<double>(m.vocab_size) / t * 4;
+  p.non_torch = kNonTorchBytes;
+  const double kv_heads = std::max(1.0, static_cast<double>(m.num_kv_heads) / t);
+  p.block_bytes = 2.0 * static_cast<double>(m.num_layers) * kv_heads * static_cast<double>(m.head_dim) *
+                  o.block_size * dtype_bytes(o.kv);
+  const double free = p.budget - p.weights - p.activations - p.non_torch;
+  p.num_blocks = free > 0 ? std::max<int64_t>(static_cast<int64_t>(std::floor(free / p.block_bytes)) - 1, 0) : 0;
+  return p;
+}
+
+std::string gib(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f GiB", bytes / kGiB);
+  return buf;
+}
+
+}  // namespace
+
+Result<MemoryPlan> plan_memory(const HardwareSpec& hw, const ModelSpec& model, const MemoryOptions& o) {
+  const MemoryPlan p = plan(hw, model, o, o.tp);
+  if (p.num_blocks > 0) return p;
+  const double need = p.weights + p.activations + p.non_torch + 2 * p.block_bytes;
+  std::string msg = model.name + " (" + dtype_name(o.weights) + ", tp " + std::to_string(o.tp) +
+                    ") does not fit on " + hw.name + ": it needs " + gib(p.weights) +
+                    " of weights, " + gib(p.activations) + " of activations and " +
+                    gib(p.non_torch) + " outside PyTorch per GPU, but " +
+                    gib(hw.memory_bytes) + " x gpu_memory_utilization " +
+                    std::to_string(o.gpu_memory_utilization).substr(0, 4) + " gives " + gib(p.budget) +
+                    ": " + gib(need - p.budget) + " missing";
+  for (int32_t tp = o.tp * 2; tp <= 64; tp *= 2) {
+    if (plan(hw, model, o, tp).num_blocks > 0) return Error{msg + "; try --tp " + std::to_string(tp)};
+  }
+  return Error{msg + "; no tensor-parallel degree up to 64 fits it"};
+}
+
+}  // namespace servesim

@@ -1,0 +1,45 @@
+// How many KV blocks fit on one replica, derived as vLLM derives it: device memory x
+// gpu_memory_utilization, less the weights (split by tp), the peak activations of a forward pass
+// over max_num_batched_tokens tokens, and memory outside PyTorch (CUDA context, NCCL, cuBLAS
+// workspaces, CUDA graphs), over the bytes of one block:
+//     2 x layers x KV heads per GPU x head dim x block size x KV element size.
+// vLLM reserves block 0, so one block fewer is usable.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "backends/hardware.h"
+#include "backends/model.h"
+#include "sim/result.h"
+
+namespace servesim {
+
+struct MemoryOptions {
+  int32_t tp = 1;
+  DType weights = DType::kBf16;
+  DType kv = DType::kBf16;
+  double gpu_memory_utilization = 0.9;
+  int32_t block_size = 16;
+  int32_t max_num_seqs = 256;
+  int32_t max_num_batched_tokens = 8192;
+};
+
+// Memory outside PyTorch's allocator: CUDA context, NCCL and cuBLAS workspaces, CUDA graphs. vLLM
+// measures it; 1 GiB is typical of a single GPU (an estimate, not a datasheet figure).
+inline constexpr double kNonTorchBytes = 1.0 * (1 << 30);
+
+struct MemoryPlan {
+  double budget = 0;          // memory x utilization, per GPU (bytes)
+  double weights = 0;         // per GPU
+  double activations = 0;     // peak of the profiling forward pass, per GPU
+  double non_torch = 0;
+  double block_bytes = 0;     // one KV block, per GPU
+  int64_t num_blocks = 0;     // usable KV blocks per replica
+  double kv_bytes() const { return static_cast<double>(num_blocks) * block_bytes; }
+};
+
+// The plan, or an error saying how much memory is missing and which tp would fit.
+Result<MemoryPlan> plan_memory(const HardwareSpec& hw, const ModelSpec& model, const MemoryOptions& o);
+
+}  // namespace servesim

@@ -1,0 +1,308 @@
+#include "backends/model.h"
+
+#include <cmath>
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace servesim {
+namespace {
+
+using nlohmann::json;
+
+// Hugging Face's defaults for one configuration class (transformers' LlamaConfig, MistralConfig,
+// MixtralConfig, Qwen2Config __init__ arguments). kv_heads 0 = same as the attention heads.
+struct ArchDefaults {
+  const char* architecture;
+  const char* model_type;
+  int64_t hidden, intermediate, layers, heads, kv_heads, vocab, max_positions;
+  double rope_theta, rms_norm_eps;
+  int64_t num_experts, experts_per_token;
+  int64_t sliding_window;  // 0 = None
+  bool qkv_bias;
+};
+
+constexpr ArchDefaults kArchitectures[] = {
+    {"LlamaForCausalLM", "llama", 4096, 11008, 32, 32, 0, 32000, 2048, 1e4, 1e-6, 1, 1, 0,
+     false},
+    {"MistralForCausalLM", "mistral", 4096, 14336, 32, 32, 8, 32000, 4096 * 32, 1e4, 1e-6, 1, 1,
+     4096, false},
+    {"MixtralForCausalLM", "mixtral", 4096, 14336, 32, 32, 8, 32000, 4096 * 32, 1e6, 1e-5, 8, 2, 0,
+     false},
+    // Qwen2Config's sliding_window (4096) applies only with use_sliding_window, which defaults off.
+    {"Qwen2ForCausalLM", "qwen2", 4096, 22016, 32, 32, 32, 151936, 32768, 1e4, 1e-6, 1, 1, 0, true},
+};
+
+std::string supported_list() {
+  std::string s;
+  for (const auto& a : kArchitectures) {
+    if (!s.empty()) s += ", ";
+    s += a.architecture;
+    s += " (model_type ";
+    s += a.model_type;
+    s += ")";
+  }
+  return s;
+}
+
+// Line and column (both from 1) of the byte at 1-based position `byte` in `text`.
+std::pair<size_t, size_t> line_col(const std::string& text, size_t byte) {
+  size_t line = 1, col = 1;
+  const size_t end = std::min(byte > 0 ? byte - 1 : 0, text.size());
+  for (size_t i = 0; i < end; ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      col = 1;
+    } else {
+      ++col;
+    }
+  }
+  return {line, col};
+}
+
+// Reads optional fields from the root object; the first wrong type is kept in `error`.
+class Fields {
+ public:
+  Fields(const json& root, const std::string& path) : root_(root), path_(path) {}
+
+  // Absent or null: nullopt.
+  const json* find(const char* key) const {
+    auto it = root_.find(key);
+    return it == root_.end() || it->is_null() ? nullptr : &*it;
+  }
+
+  int64_t integer(const char* key, int64_t fallback) {
+    const json* v = find(key);
+    if (v == nullptr) return fallback;
+    if (v->is_number_integer()) return v->get<int64_t>();
+    if (v->is_number_float()) {
+      const double d = v->get<double>();
+      if (std::floor(d) == d && std::fabs(d) < 9e15) return static_cast<int64_t>(d);
+    }
+    fail(key, "an integer", *v);
+    return fallback;
+  }
+
+  double number(const json* v, const char* key, double fallback) {
+    if (v == nullptr) return fallback;
+    if (v->is_number()) return v->get<double>();
+    fail(key, "a number", *v);
+    return fallback;
+  }
+  double number(const char* key, double fallback) { return number(find(key), key, fallback); }
+
+  bool boolean(const char* key, bool fallback) {
+    const json* v = find(key);
+    if (v == nullptr) return fallback;
+    if (v->is_boolean()) return v->get<bool>();
+    fail(key, "true or false", *v);
+    return fallback;
+  }
+
+  void fail(const std::string& key, const char* expected, const json& got) {
+    if (error) return;
+    error = Error{path_ + ": key \"" + key + "\": expected " + expected + ", got " +
+                  got.type_name() + " " + got.dump()};
+  }
+
+  std::optional<Error> error;
+
+ private:
+  const json& root_;
+  const std::string& path_;
+};
+
+std::string file_stem(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  const size_t dot = base.find_last_of('.');
+  return dot == std::string::npos || dot == 0 ? base : base.substr(0, dot);
+}
+
+}  // namespace
+
+double dtype_bytes(DType d) {
+  switch (d) {
+    case DType::kFp32: return 4;
+    case DType::kFp16: return 2;
+    case DType::kBf16: return 2;
+    case DType::kFp8: return 1;
+    case DType::kInt4: return 0.5;
+  }
+  return 2;
+}
+
+const char* dtype_name(DType d) {
+  switch (d) {
+    case DType::kFp32: return "fp32";
+    case DType::kFp16: return "fp16";
+    case DType::kBf16: return "bf16";
+    case DType::kFp8: return "fp8";
+    case DType::kInt4: return "int4";
+  }
+  return "?";
+}
+
+Result<DType> parse_dtype(const std::string& s) {
+  if (s == "fp32" || s == "float32" || s == "float") return DType::kFp32;
+  if (s == "fp16" || s == "float16" || s == "half") return DType::kFp16;
+  if (s == "bf16" || s == "bfloat16") return DType::kBf16;
+  if (s == "fp8" || s == "float8" || s == "float8_e4m3fn" || s == "float8_e5m2") return DType::kFp8;
+  if (s == "int4") return DType::kInt4;
+  return Error{"unknown dtype \"" + s +
+               "\": expected fp32, fp16, bf16, fp8 or int4 (or float32, float16, bfloat16)"};
+}
+
+double ModelSpec::num_params() const {
+  const double h = static_cast<double>(hidden_size);
+  const double q = static_cast<double>(num_heads * head_dim);
+  const double kv = static_cast<double>(num_kv_heads * head_dim);
+  const double experts = static_cast<double>(num_experts);
+  double layer = h * q + 2 * h * kv + q * h;     // q, k, v, o projections
+  if (qkv_bias) layer += q + 2 * kv;
+  layer += experts * 3 * h * static_cast<double>(intermediate_size);  // gate, up, down per expert
+  if (num_experts > 1) layer += h * experts;     // router
+  layer += 2 * h;                                // input and post-attention RMSNorm
+  const double embedding = static_cast<double>(vocab_size) * h;
+  return embedding + static_cast<double>(num_layers) * layer + h +
+         (tie_word_embeddings ? 0 : embedding);
+}
+
+double ModelSpec::active_params() const {
+  const double idle_experts = static_cast<double>(num_experts - experts_per_token);
+  return num_params() - static_cast<double>(num_layers) * idle_experts * 3 *
+                            static_cast<double>(hidden_size) *
+                            static_cast<double>(intermediate_size);
+}
+
+double ModelSpec::weight_bytes(DType weights) const { return num_params() * dtype_bytes(weights); }
+
+double ModelSpec::kv_bytes_per_token(DType kv) const {
+  return 2 * static_cast<double>(num_layers * num_kv_heads * head_dim) * dtype_bytes(kv);
+}
+
+Result<ModelSpec> load_model(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error{path + ": cannot open model config"};
+  std::stringstream buf;
+  buf << in.rdbuf();
+  const std::string text = buf.str();
+
+  json root;
+  try {
+    root = json::parse(text);
+  } catch (const json::parse_error& e) {
+    const auto [line, col] = line_col(text, e.byte);
+    std::string what = e.what();
+    // nlohmann's text repeats the position ("... at line 3, column 5: "); keep what follows.
+    const size_t column = what.find("column");
+    const size_t colon = what.find(": ", column == std::string::npos ? 0 : column);
+    if (colon != std::string::npos) what = what.substr(colon + 2);
+    return Error{path + ":" + std::to_string(line) + ":" + std::to_string(col) +
+                 ": malformed JSON: " + what};
+  }
+  if (!root.is_object()) return Error{path + ": expected a JSON object (a config.json)"};
+
+  // The architecture: architectures[0], else model_type.
+  const ArchDefaults* arch = nullptr;
+  std::string named;
+  if (auto it = root.find("architectures"); it != root.end() && !it->is_null()) {
+    if (!it->is_array() || it->empty() || !(*it)[0].is_string())
+      return Error{path + ": key \"architectures\": expected a list of strings, got " + it->dump()};
+    named = (*it)[0].get<std::string>();
+    for (const auto& a : kArchitectures)
+      if (named == a.architecture) arch = &a;
+  } else if (auto mt = root.find("model_type"); mt != root.end() && !mt->is_null()) {
+    if (!mt->is_string())
+      return Error{path + ": key \"model_type\": expected a string, got " + mt->dump()};
+    named = mt->get<std::string>();
+    for (const auto& a : kArchitectures)
+      if (named == a.model_type) arch = &a;
+  } else {
+    return Error{path + ": neither \"architectures\" nor \"model_type\" is given; supported: " +
+                 supported_list()};
+  }
+  if (arch == nullptr)
+    return Error{path + ": unsupported architecture \"" + named + "\"; supported: " +
+                 supported_list()};
+
+  Fields f(root, path);
+  ModelSpec m;
+  m.name = file_stem(path);
+  m.path = path;
+  m.architecture = arch->architecture;
+  m.hidden_size = f.integer("hidden_size", arch->hidden);
+  m.intermediate_size = f.integer("intermediate_size", arch->intermediate);
+  m.num_layers = f.integer("num_hidden_layers", arch->layers);
+  m.num_heads = f.integer("num_attention_heads", arch->heads);
+  const int64_t kv_default = arch->kv_heads > 0 ? arch->kv_heads : m.num_heads;
+  m.num_kv_heads = f.integer("num_key_value_heads", kv_default);
+  m.vocab_size = f.integer("vocab_size", arch->vocab);
+  m.max_position_embeddings = f.integer("max_position_embeddings", arch->max_positions);
+  // transformers 5 moves rope_theta into rope_parameters.
+  const json* rope = f.find("rope_theta");
+  if (rope == nullptr)
+    if (const json* rp = f.find("rope_parameters"); rp != nullptr && rp->is_object())
+      if (auto it = rp->find("rope_theta"); it != rp->end() && !it->is_null()) rope = &*it;
+  m.rope_theta = f.number(rope, "rope_theta", arch->rope_theta);
+  m.rms_norm_eps = f.number("rms_norm_eps", arch->rms_norm_eps);
+  m.tie_word_embeddings = f.boolean("tie_word_embeddings", false);
+  // Qwen2 always has Q, K and V biases; attention_bias adds them (its o_proj bias is not counted).
+  m.qkv_bias = arch->qkv_bias || f.boolean("attention_bias", false);
+  m.num_experts = f.integer("num_local_experts", arch->num_experts);
+  m.experts_per_token = f.integer("num_experts_per_tok", arch->experts_per_token);
+  m.sliding_window = f.integer("sliding_window", arch->sliding_window);
+  if (m.architecture == std::string("Qwen2ForCausalLM") && !f.boolean("use_sliding_window", false))
+    m.sliding_window = 0;
+  if (f.error) return *f.error;
+
+  for (auto [key, v] : {std::pair<const char*, int64_t>{"hidden_size", m.hidden_size},
+                        {"intermediate_size", m.intermediate_size},
+                        {"num_hidden_layers", m.num_layers},
+                        {"num_attention_heads", m.num_heads},
+                        {"num_key_value_heads", m.num_kv_heads},
+                        {"vocab_size", m.vocab_size},
+                        {"max_position_embeddings", m.max_position_embeddings},
+                        {"num_local_experts", m.num_experts},
+                        {"num_experts_per_tok", m.experts_per_token}}) {
+    if (v <= 0)
+      return Error{path + ": key \"" + key + "\": must be positive, got " + std::to_string(v)};
+  }
+  if (m.sliding_window < 0)
+    return Error{path + ": key \"sliding_window\": must be positive or null"};
+  if (m.num_heads % m.num_kv_heads != 0)
+    return Error{path + ": key \"num_key_value_heads\": " + std::to_string(m.num_kv_heads) +
+                 " does not divide num_attention_heads " + std::to_string(m.num_heads)};
+  if (m.experts_per_token > m.num_experts)
+    return Error{path + ": key \"num_experts_per_tok\": " + std::to_string(m.experts_per_token) +
+                 " exceeds num_local_experts " + std::to_string(m.num_experts)};
+
+  if (f.find("head_dim") != nullptr) {
+    m.head_dim = f.integer("head_dim", 0);
+    if (f.error) return *f.error;
+    if (m.head_dim <= 0) return Error{path + ": key \"head_dim\": must be positive"};
+  } else {
+    if (m.hidden_size % m.num_heads != 0)
+      return Error{path + ": key \"num_attention_heads\": " + std::to_string(m.num_heads) +
+                   " does not divide hidden_size " + std::to_string(m.hidden_size) +
+                   "; give head_dim"};
+    m.head_dim = m.hidden_size / m.num_heads;
+  }
+
+  // torch_dtype (renamed dtype in recent transformers); absent: the struct's default (bf16).
+  for (const char* key : {"torch_dtype", "dtype"}) {
+    const json* v = f.find(key);
+    if (v == nullptr) continue;
+    if (!v->is_string())
+      return Error{path + ": key \"" + key + "\": expected a string, got " + v->dump()};
+    auto d = parse_dtype(v->get<std::string>());
+    if (!d) return Error{path + ": key \"" + key + "\": " + d.error().message};
+    m.dtype = d.value();
+    break;
+  }
+  return m;
+}
+
+}  // namespace servesim

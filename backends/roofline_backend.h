@@ -1,0 +1,43 @@
+// The `roofline` backend: prices every iteration with RooflineModel on a hardware file and a model
+// config (by default an A100-80GB and Llama-3-8B), and sizes the KV cache as vLLM would
+// (kv_memory.h).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "backends/backend.h"
+#include "backends/kv_memory.h"
+#include "backends/roofline.h"
+#include "sim/result.h"
+
+namespace servesim {
+
+inline constexpr const char* kDefaultHardware = "a100-80gb";
+inline constexpr const char* kDefaultModel = "llama-3-8b";
+
+class RooflineBackend final : public Backend {
+ public:
+  RooflineBackend(RooflineModel model, MemoryPlan memory);
+
+  IterationResult run(const Batch& batch) override;
+  int64_t kv_blocks(int32_t block_size) const override;
+  std::string_view name() const override { return "roofline"; }
+  int64_t max_model_len() const override { return model_.model().max_position_embeddings; }
+  std::string hardware_path() const override { return model_.hardware().path; }
+  std::string model_path() const override { return model_.model().path; }
+
+  const RooflineModel& roofline() const { return model_; }
+  const MemoryPlan& memory() const { return memory_; }
+
+ private:
+  RooflineModel model_;
+  MemoryPlan memory_;
+};
+
+// Loads the hardware and model the setup names (presets by name, or files), resolves the data
+// types (a GPU without BF16 runs FP16, as vLLM advises), and plans memory. Errors: a missing or bad
+// file, an unknown data type, a model that does not fit (with the tp that would).
+Result<std::unique_ptr<Backend>> make_roofline_backend(const BackendSetup& setup);
+
+}  // namespace servesim

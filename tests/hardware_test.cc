@@ -1,0 +1,200 @@
+#include "backends/hardware.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#ifndef SERVESIM_PROJECT_DIR
+#define SERVESIM_PROJECT_DIR "."  // when built outside CMake, from the repository root
+#endif
+
+namespace servesim {
+namespace {
+
+const std::string kHardwareDir = SERVESIM_PROJECT_DIR "/data/hardware/";
+
+HardwareSpec load_ok(const std::string& file) {
+  auto hw = load_hardware(kHardwareDir + file);
+  EXPECT_TRUE(hw.ok()) << hw.error().message;
+  return hw.ok() ? std::move(hw).value() : HardwareSpec{};
+}
+
+// Writes `text` to hw.toml in a fresh folder of the running test; returns its path.
+std::string write_temp(std::string_view text) {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("servesim_hw_" + std::string(info->name()) + "_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const auto path = dir / "hw.toml";
+  std::ofstream(path, std::ios::binary) << text;
+  return path.string();
+}
+
+// The required keys, valid; a test appends or replaces lines.
+constexpr std::string_view kMinimal =
+    "name = \"Test GPU\"\n"
+    "memory_gib = 16\n"
+    "memory_bandwidth_gbs = 1000\n"
+    "fp16_tflops = 100\n"
+    "fp32_tflops = 10\n"
+    "interconnect_gbs = 64\n";
+
+std::string load_error(std::string_view text, std::string* path_out = nullptr) {
+  const std::string path = write_temp(text);
+  if (path_out) *path_out = path;
+  auto hw = load_hardware(path);
+  EXPECT_FALSE(hw.ok()) << text;
+  return hw.ok() ? std::string() : hw.error().message;
+}
+
+TEST(Hardware, EveryShippedFileLoads) {
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(kHardwareDir)) {
+    if (entry.path().extension() == ".toml") files.push_back(entry.path().filename().string());
+  }
+  std::sort(files.begin(), files.end());
+  EXPECT_EQ(files.size(), 10u);
+  for (const std::string& file : files) {
+    SCOPED_TRACE(file);
+    const HardwareSpec hw = load_ok(file);
+    EXPECT_FALSE(hw.name.empty());
+    EXPECT_EQ(hw.path, kHardwareDir + file);
+    EXPECT_GT(hw.memory_bytes, 0);
+    EXPECT_GT(hw.interconnect_bandwidth, 0);
+    EXPECT_GT(hw.interconnect_latency, 0);  // every shipped file states one
+    EXPECT_GT(hw.overhead, 0);
+    // Dense FP8 is twice dense FP16 where the GPU has it: a sparse figure left unhalved shows here.
+    if (hw.fp8_flops > 0) {
+      EXPECT_NEAR(hw.fp8_flops / hw.fp16_flops, 2.0, 0.01);
+    }
+    EXPECT_GT(hw.fp16_flops, hw.fp32_flops);
+  }
+}
+
+TEST(Hardware, A100RidgePointAndUnits) {
+  const HardwareSpec hw = load_ok("a100-80gb.toml");
+  EXPECT_EQ(hw.name, "NVIDIA A100-SXM4-80GB");
+  EXPECT_DOUBLE_EQ(hw.memory_bytes, 80.0 * 1073741824.0);
+  EXPECT_DOUBLE_EQ(hw.memory_bandwidth, 2039e9);
+  EXPECT_DOUBLE_EQ(hw.fp16_flops, 312e12);
+  EXPECT_DOUBLE_EQ(hw.fp8_flops, 0);
+  EXPECT_DOUBLE_EQ(hw.fp32_flops, 19.5e12);
+  EXPECT_DOUBLE_EQ(hw.interconnect_bandwidth, 600e9);
+  EXPECT_DOUBLE_EQ(hw.interconnect_latency, 5e-6);
+  EXPECT_DOUBLE_EQ(hw.overhead, 100e-6);
+  EXPECT_TRUE(hw.bf16);
+  EXPECT_NEAR(hw.ridge_point(), 153.0, 0.5);  // REFERENCE.md: 153 (156 with 2 TB/s)
+}
+
+TEST(Hardware, RidgePoints) {
+  // REFERENCE.md, "Ridge points": dense FP16 over bandwidth.
+  EXPECT_NEAR(load_ok("h100-sxm.toml").ridge_point(), 295.0, 1.0);
+  EXPECT_NEAR(load_ok("t4.toml").ridge_point(), 203.0, 1.0);
+  EXPECT_NEAR(load_ok("l4.toml").ridge_point(), 403.0, 1.0);
+  EXPECT_NEAR(load_ok("h200.toml").ridge_point(), 206.0, 1.0);
+}
+
+TEST(Hardware, T4HasNoBf16) {
+  EXPECT_FALSE(load_ok("t4.toml").bf16);
+  EXPECT_TRUE(load_ok("l4.toml").bf16);
+}
+
+TEST(Hardware, DefaultsWhenOptionalKeysAbsent) {
+  auto hw = load_hardware(write_temp(kMinimal));
+  ASSERT_TRUE(hw.ok()) << hw.error().message;
+  const HardwareSpec defaults;
+  EXPECT_DOUBLE_EQ(hw.value().fp8_flops, 0);
+  EXPECT_TRUE(hw.value().bf16);
+  EXPECT_DOUBLE_EQ(hw.value().interconnect_latency, 0);
+  EXPECT_DOUBLE_EQ(hw.value().gemm_efficiency, defaults.gemm_efficiency);
+  EXPECT_DOUBLE_EQ(hw.value().memory_efficiency, defaults.memory_efficiency);
+  EXPECT_DOUBLE_EQ(hw.value().attention_efficiency, defaults.attention_efficiency);
+  EXPECT_DOUBLE_EQ(hw.value().overhead, 0);
+  EXPECT_DOUBLE_EQ(hw.value().memory_bytes, 16.0 * 1073741824.0);
+}
+
+TEST(Hardware, IntegerAndFloatValuesBothAccepted) {
+  auto hw = load_hardware(write_temp(std::string(kMinimal) + "gemm_efficiency = 1\noverhead_us = 0\n"));
+  ASSERT_TRUE(hw.ok()) << hw.error().message;
+  EXPECT_DOUBLE_EQ(hw.value().gemm_efficiency, 1.0);
+}
+
+TEST(Hardware, MissingFile) {
+  const std::string path = kHardwareDir + "no-such-gpu.toml";
+  auto hw = load_hardware(path);
+  ASSERT_FALSE(hw.ok());
+  EXPECT_EQ(hw.error().message, path + ": cannot open file");
+}
+
+TEST(Hardware, MalformedTomlNamesFileAndLine) {
+  std::string path;
+  const std::string msg = load_error("name = \"x\"\nmemory_gib = = 3\n", &path);
+  EXPECT_EQ(msg.rfind(path + ":2:", 0), 0u) << msg;
+  EXPECT_NE(msg.find("malformed TOML"), std::string::npos) << msg;
+}
+
+TEST(Hardware, MissingRequiredKey) {
+  std::string text(kMinimal);
+  text.erase(text.find("fp16_tflops"), std::string_view("fp16_tflops = 100\n").size());
+  std::string path;
+  const std::string msg = load_error(text, &path);
+  EXPECT_EQ(msg.rfind(path, 0), 0u) << msg;
+  EXPECT_NE(msg.find("missing required key 'fp16_tflops'"), std::string::npos) << msg;
+}
+
+TEST(Hardware, InterconnectIsRequired) {
+  std::string text(kMinimal);
+  text.erase(text.find("interconnect_gbs"));
+  EXPECT_NE(load_error(text).find("'interconnect_gbs'"), std::string::npos);
+}
+
+TEST(Hardware, NegativeValue) {
+  std::string path;
+  const std::string msg = load_error(std::string(kMinimal) + "overhead_us = -5\n", &path);
+  EXPECT_EQ(msg.rfind(path + ":7:", 0), 0u) << msg;
+  EXPECT_NE(msg.find("overhead_us: expected"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("got -5"), std::string::npos) << msg;
+}
+
+TEST(Hardware, ZeroRequiredValue) {
+  std::string text(kMinimal);
+  text.replace(text.find("memory_gib = 16"), 15, "memory_gib = 0");
+  std::string path;
+  const std::string msg = load_error(text, &path);
+  EXPECT_EQ(msg.rfind(path + ":2:", 0), 0u) << msg;
+  EXPECT_NE(msg.find("memory_gib: expected"), std::string::npos) << msg;
+}
+
+TEST(Hardware, EfficiencyAboveOne) {
+  std::string path;
+  const std::string msg = load_error(std::string(kMinimal) + "memory_efficiency = 1.2\n", &path);
+  EXPECT_EQ(msg.rfind(path + ":7:", 0), 0u) << msg;
+  EXPECT_NE(msg.find("memory_efficiency: expected"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("got 1.2"), std::string::npos) << msg;
+}
+
+TEST(Hardware, WrongType) {
+  EXPECT_NE(load_error(std::string(kMinimal) + "bf16 = \"yes\"\n").find("bf16: expected true or false"),
+            std::string::npos);
+  EXPECT_NE(load_error(std::string(kMinimal) + "fp8_tflops = \"none\"\n").find("fp8_tflops: expected"),
+            std::string::npos);
+}
+
+TEST(Hardware, UnknownKeyListsKnownOnes) {
+  std::string path;
+  const std::string msg = load_error(std::string(kMinimal) + "memory_gb = 80\n", &path);
+  EXPECT_EQ(msg.rfind(path + ":7:", 0), 0u) << msg;
+  EXPECT_NE(msg.find("memory_gb: unknown key"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("memory_gib"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("overhead_us"), std::string::npos) << msg;
+}
+
+}  // namespace
+}  // namespace servesim
