@@ -11,8 +11,8 @@ RooflineBackend::RooflineBackend(RooflineModel model, MemoryPlan memory)
     : model_(std::move(model)), memory_(memory) {}
 
 IterationResult RooflineBackend::run(const Batch& batch) {
-  const double seconds = model_.price(batch).total();
-  return {std::max<Time>(from_seconds(seconds), 1), -1};
+  const Time t = std::max<Time>(from_seconds(model_.price(batch).total()), 1);
+  return {t, t};  // the prediction is the duration (iterations.predicted = duration)
 }
 
 int64_t RooflineBackend::kv_blocks(int32_t /*block_size*/) const { return memory_.num_blocks; }

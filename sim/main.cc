@@ -1,4 +1,5 @@
 // The `sim` executable: dispatches to `run` (the default), `report` and `list`.
+#include <cstdio>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -6,6 +7,8 @@
 #include <boost/program_options.hpp>
 
 #include "analysis/report.h"
+#include "backends/hardware.h"
+#include "backends/model.h"
 #include "backends/registry.h"
 #include "policies/registry.h"
 #include "sim/cli.h"
@@ -79,8 +82,51 @@ int list_command(const std::vector<std::string>& args, std::ostream& out, std::o
   } else {
     const PresetKind kind = what == "hardware" ? PresetKind::kHardware : PresetKind::kModel;
     const std::vector<std::string> names = list_presets(kind);
-    if (names.empty()) out << "(no " << what << " presets are shipped in this version)\n";
-    for (const std::string& n : names) out << n << "\n";
+    if (names.empty()) out << "(no " << what << " presets are installed)\n";
+    char line[256];
+    if (kind == PresetKind::kHardware) {
+      std::snprintf(line, sizeof line, "%-16s %-26s %8s %9s %9s %10s\n", "preset", "name", "GiB",
+                    "GB/s", "TFLOP/s", "FLOP/byte");
+      out << line;
+    } else {
+      std::snprintf(line, sizeof line, "%-16s %-20s %9s %9s %11s %8s\n", "preset", "architecture",
+                    "params", "weights", "KV B/token", "context");
+      out << line;
+    }
+    for (const std::string& n : names) {
+      const std::string path = resolve_preset(n, kind, "list").value();
+      const std::string stem = n.substr(0, n.rfind('.'));
+      if (kind == PresetKind::kHardware) {
+        Result<HardwareSpec> h = load_hardware(path);
+        if (!h.ok()) {
+          err << "sim list: " << h.error().message << "\n";
+          continue;
+        }
+        const HardwareSpec& hw = h.value();
+        // The ridge point: FLOP per byte where compute time and memory time meet.
+        std::snprintf(line, sizeof line, "%-16s %-26s %8.1f %9.0f %9.0f %10.0f\n", stem.c_str(),
+                      hw.name.substr(0, 26).c_str(), hw.memory_bytes / (1 << 30),
+                      hw.memory_bandwidth / 1e9, hw.fp16_flops / 1e12, hw.ridge_point());
+      } else {
+        Result<ModelSpec> m = load_model(path);
+        if (!m.ok()) {
+          err << "sim list: " << m.error().message << "\n";
+          continue;
+        }
+        const ModelSpec& md = m.value();
+        std::snprintf(line, sizeof line, "%-16s %-20s %8.2fB %7.2fGB %11.0f %8lld\n", stem.c_str(),
+                      md.architecture.substr(0, 20).c_str(), md.num_params() / 1e9,
+                      md.weight_bytes(md.dtype) / 1e9, md.kv_bytes_per_token(md.dtype),
+                      static_cast<long long>(md.max_position_embeddings));
+      }
+      out << line;
+    }
+    if (kind == PresetKind::kHardware) {
+      out << "(dense FP16/BF16 peak; FLOP/byte is the ridge point. `--hardware FILE` takes your own.)\n";
+    } else {
+      out << "(weights and KV at the model's torch_dtype. `--model FILE` takes any config.json of "
+             "these families.)\n";
+    }
   }
   return kExitOk;
 }

@@ -39,8 +39,14 @@ std::vector<std::string> data_dirs() {
   if (const char* env = std::getenv("SERVESIM_DATA"); env != nullptr && *env != '\0') {
     dirs.emplace_back(env);
   }
-  dirs.emplace_back(SERVESIM_INSTALL_DATA_DIR);
+  // An installed `sim` reads the installed presets; one run from its build folder reads the source
+  // tree's, so that it never picks up presets from an older installation.
+  std::error_code link_error;
+  const std::string exe = fs::read_symlink("/proc/self/exe", link_error).string();
+  const bool installed = !link_error && exe.rfind(SERVESIM_INSTALL_PREFIX, 0) == 0;
+  if (installed) dirs.emplace_back(SERVESIM_INSTALL_DATA_DIR);
   dirs.emplace_back(SERVESIM_SOURCE_DATA_DIR);
+  if (!installed) dirs.emplace_back(SERVESIM_INSTALL_DATA_DIR);
   std::vector<std::string> existing;
   for (const std::string& d : dirs) {
     std::error_code ec;

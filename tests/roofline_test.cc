@@ -1,0 +1,91 @@
+// The roofline against published measurements (REFERENCE.md): gpt-fast's batch-1 decode, TensorRT-LLM's
+// prefill latencies, the A100's ridge point, and the saving of mixing prefill with decode.
+#include "backends/roofline.h"
+
+#include <gtest/gtest.h>
+
+namespace servesim {
+namespace {
+
+const std::string kData = std::string(SERVESIM_PROJECT_DIR) + "/data/";
+
+RooflineModel model(const char* hw, const char* m, DType d, int32_t tp = 1) {
+  RooflineOptions o;
+  o.tp = tp;
+  o.weights = o.kv = o.activations = d;
+  return RooflineModel(load_hardware(kData + "hardware/" + hw + ".toml").value(),
+                       load_model(kData + "models/" + m + ".json").value(), o);
+}
+
+double ms(const RooflineModel& rm, std::vector<RooflineModel::Item> items) {
+  return rm.price(items.data(), items.size()).total() * 1e3;
+}
+
+TEST(Roofline, Llama2DecodeAtBatchOneIsNearGptFastOnA100) {
+  const RooflineModel rm = model("a100-80gb", "llama-2-7b", DType::kFp16);
+  // The bandwidth floor: 13.5 GB of weights over 2,039 GB/s.
+  const double floor_ms = rm.model().weight_bytes(DType::kFp16) / rm.hardware().memory_bandwidth * 1e3;
+  EXPECT_NEAR(floor_ms, 6.6, 0.1);
+  // gpt-fast measured 9.5 ms per token (104.9 tokens/s); the default efficiencies must be within 20 %.
+  const double t = ms(rm, {{1, 128, true}});
+  EXPECT_NEAR(t, 9.5, 0.2 * 9.5);
+  EXPECT_GT(t, floor_ms);
+}
+
+TEST(Roofline, LlamaPrefillIsNearTensorRtLlmOnA100) {
+  const RooflineModel rm = model("a100-80gb", "llama-2-7b", DType::kFp16);
+  EXPECT_NEAR(ms(rm, {{128, 0, true}}), 16.0, 0.25 * 16.0);
+  EXPECT_NEAR(ms(rm, {{2048, 0, true}}), 133.0, 0.25 * 133.0);
+}
+
+TEST(Roofline, RidgePointOfTheA100) {
+  const HardwareSpec a100 = load_hardware(kData + "hardware/a100-80gb.toml").value();
+  EXPECT_NEAR(a100.ridge_point(), 153, 4);  // 312 TFLOP/s over 2.04 TB/s; 156 at 2 TB/s
+}
+
+TEST(Roofline, MixingPrefillAndDecodeCostsLessThanRunningThemApart) {
+  const RooflineModel rm = model("a100-80gb", "llama-3-8b", DType::kBf16);
+  const double prefill = ms(rm, {{512, 0, true}});
+  const double decode = ms(rm, {{1, 1024, true}, {1, 300, true}});
+  const double mixed = ms(rm, {{512, 0, true}, {1, 1024, true}, {1, 300, true}});
+  EXPECT_LT(mixed, prefill + decode);
+  EXPECT_GT(mixed, prefill);  // the decodes are not free either
+}
+
+TEST(Roofline, ComputeGrowsWithTokensAndKvReadsWithContext) {
+  const RooflineModel rm = model("a100-80gb", "llama-3-8b", DType::kBf16);
+  EXPECT_LT(ms(rm, {{1, 100, true}}), ms(rm, {{1, 8000, true}}));
+  EXPECT_LT(ms(rm, {{256, 0, true}}), ms(rm, {{4096, 0, true}}));
+  // A chunk that does not finish its prompt samples nothing: no LM head.
+  const RooflineBreakdown chunk = [&] {
+    RooflineModel::Item i{256, 0, false};
+    return rm.price(&i, 1);
+  }();
+  EXPECT_EQ(chunk.lm_head, 0);
+  // Batching decodes shares the weight reads: 64 sequences cost far less than 64 times one.
+  std::vector<RooflineModel::Item> many(64, {1, 512, true});
+  EXPECT_LT(ms(rm, many), 4 * ms(rm, {{1, 512, true}}));
+}
+
+TEST(Roofline, TensorParallelismSplitsWorkAndAddsAllReduces) {
+  const RooflineModel one = model("h100-sxm", "llama-3-70b", DType::kBf16, 1);
+  const RooflineModel four = model("h100-sxm", "llama-3-70b", DType::kBf16, 4);
+  const RooflineModel::Item d{1, 1000, true};
+  const RooflineBreakdown a = one.price(&d, 1), b = four.price(&d, 1);
+  EXPECT_EQ(a.communication, 0);
+  EXPECT_GT(b.communication, 0);
+  EXPECT_LT(b.total(), a.total() / 2);
+}
+
+TEST(Roofline, AMixtureReadsOnlyTheExpertsItsTokensChose) {
+  const RooflineModel moe = model("h100-sxm", "mixtral-8x7b", DType::kBf16);
+  // Batch-1 decode touches 2 of 8 experts: about the active weights, far below all of them.
+  const double t = ms(moe, {{1, 100, true}});
+  const double all = moe.model().weight_bytes(DType::kBf16) / moe.hardware().memory_bandwidth * 1e3;
+  const double active = moe.model().active_params() * 2 / moe.hardware().memory_bandwidth * 1e3;
+  EXPECT_GT(t, active);
+  EXPECT_LT(t, all / 2);
+}
+
+}  // namespace
+}  // namespace servesim
