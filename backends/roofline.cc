@@ -75,6 +75,9 @@ RooflineBreakdown RooflineModel::price(const Item* items, size_t n) const {
     return gemm_time(2 * tokens * in * out, (in * out) * wb + tokens * (in + out) * ab, tokens);
   };
   double layer = linear(h, q_dim + 2 * kv_dim) + linear(q_dim, h);
+  if (m.qkv_bias) {  // Qwen2: the bias vectors are read and added to every token's Q, K and V
+    layer += memory_time((q_dim + 2 * kv_dim) * wb + 2 * tokens * (q_dim + 2 * kv_dim) * ab);
+  }
   if (m.num_experts > 1) {
     // Tokens go to experts_per_token of num_experts experts; the weights of every expert that
     // some token chose are read (expected count for tokens spread uniformly).
