@@ -72,7 +72,7 @@ Result<HardwareSpec> load_hardware(const std::string& path) {
   if (Status s = f.check_known({"name", "memory_gib", "memory_bandwidth_gbs", "fp16_tflops",
                                 "fp8_tflops", "fp32_tflops", "bf16", "interconnect_gbs",
                                 "interconnect_latency_us", "gemm_efficiency", "memory_efficiency",
-                                "attention_efficiency", "overhead_us"});
+                                "attention_efficiency", "overhead_us", "gemm_half_rows"});
       !s) {
     return s.error();
   }
@@ -105,6 +105,7 @@ Result<HardwareSpec> load_hardware(const std::string& path) {
       {"memory_efficiency", false, 0, false, 1.0, 1.0, &hw.memory_efficiency},
       {"attention_efficiency", false, 0, false, 1.0, 1.0, &hw.attention_efficiency},
       {"overhead_us", false, 0, true, kInf, kMicro, &hw.overhead},
+      {"gemm_half_rows", false, 0, true, kInf, 1.0, &hw.gemm_half_rows},
   };
   for (const NumberKey& n : numbers) {
     if (Status s = read_number(f, n.key, n.required, n.min, n.min_inclusive, n.max, n.scale, n.out);
