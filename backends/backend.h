@@ -23,6 +23,9 @@ struct BackendSetup {
   int32_t block_size = 16;
   int32_t max_num_seqs = 256;
   int32_t max_num_batched_tokens = 8192;
+  int64_t kv_blocks = -1;              // the run's kv.blocks, -1 if not given
+  std::string weights;                 // engine: a safetensors file; "" = random weights
+  uint64_t seed = 0;                   // engine: the seed of random weights
 };
 
 struct IterationResult {

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "backends/cpu_backend.h"
 #include "backends/roofline_backend.h"
 #include "backends/unit.h"
 
@@ -13,6 +14,10 @@ const std::vector<BackendInfo>& backend_registry() {
        "analytic GPU roofline: each operator's FLOPs and bytes against the hardware file's peaks "
        "(default A100-80GB, Llama-3-8B); KV blocks derived as vLLM does",
        &make_roofline_backend},
+      {"cpu",
+       "the real engine on the host: executes every batch with the float32 reference model (tiny "
+       "models), measures it, and logs the roofline's prediction beside it",
+       &make_cpu_backend},
       {"unit", "every iteration costs one time unit; KV memory unlimited unless kv.blocks is set",
        [](const BackendSetup&) -> Result<std::unique_ptr<Backend>> {
          return std::unique_ptr<Backend>(std::make_unique<UnitBackend>());
@@ -28,7 +33,7 @@ Result<const BackendInfo*> find_backend(std::string_view name) {
     known += (known.empty() ? "" : ", ") + std::string(b.name);
   }
   std::string msg = "unknown backend '" + std::string(name) + "' (known: " + known + ")";
-  if (name == "cpu" || name == "cuda") {
+  if (name == "cuda") {
     msg = "backend '" + std::string(name) + "' is not available in this version (available: " +
           known + ")";
   }

@@ -105,6 +105,12 @@ Result<RunConfig> resolve_config(toml::table table) {
     k.reject_unknown();
     if (!k.ok()) return k.error();
   }
+  if (const toml::table* engine = top.table("engine")) {
+    OptionReader e(*engine, "engine");
+    c.engine_weights = e.string("weights", "");
+    e.reject_unknown();
+    if (!e.ok()) return e.error();
+  }
   top.reject_unknown();
   if (!top.ok()) return top.error();
   if (toml::table* policy = table.get_as<toml::table>("policy")) {
@@ -143,6 +149,7 @@ std::string config_to_toml(const RunConfig& c, const toml::table& policy_options
   if (c.kv_blocks >= 0) kv.insert("blocks", c.kv_blocks);
   if (!c.kv_dtype.empty()) kv.insert("dtype", c.kv_dtype);
   t.insert("kv", std::move(kv));
+  if (!c.engine_weights.empty()) t.insert("engine", toml::table{{"weights", c.engine_weights}});
   std::ostringstream out;
   out << toml::toml_formatter(t);
   return out.str();

@@ -16,6 +16,7 @@
 //   max_tokens                   --set max_tokens=N       the model's context - prompt, else 2048
 //   dtype                        --dtype T                the model's torch_dtype (fp16|bf16|fp32|fp8)
 //   kv.dtype                     --kv-cache-dtype T       dtype (fp16|bf16|fp8|int4)
+//   engine.weights               --set engine.weights=F   random weights of the run's seed
 //   kv.block_size                --block-size N           16
 //   kv.blocks                    --set kv.blocks=N        from the backend (unit: unlimited)
 //   gpu_memory_utilization       --gpu-memory-utilization 0.9
@@ -50,6 +51,7 @@ struct RunConfig {
   int32_t max_tokens = 0;              // output limit of requests that give none; 0: see above
   std::string dtype;                   // "": the model's torch_dtype
   std::string kv_dtype;                // "": dtype
+  std::string engine_weights;          // engine.weights: safetensors for the cpu/cuda engine
   int32_t block_size = 16;             // tokens per KV block
   int64_t kv_blocks = -1;              // KV blocks per replica; -1: from the backend
   double gpu_memory_utilization = 0.9; // fraction of device memory for weights, activations, KV

@@ -7,6 +7,7 @@
 #include <boost/program_options.hpp>
 
 #include "analysis/report.h"
+#include "analysis/validate.h"
 #include "backends/hardware.h"
 #include "backends/model.h"
 #include "backends/registry.h"
@@ -23,7 +24,8 @@ void print_overview(std::ostream& out) {
          "Usage:\n"
          "  sim [run] --trace FILE [--policy NAME] [options]   simulate a workload into sim.db\n"
          "  sim report [--db FILE] [--run ID] [--format text|json|csv]\n"
-         "  sim list policies|backends|hardware|models\n\n"
+         "  sim list policies|backends|hardware|models\n"
+         "  sim validate [--db FILE] [--run ID]          prediction error of a cpu-backend run\n\n"
          "Start with:\n"
          "  sim --policy continuous --trace pareto.toml\n"
          "  sim report\n\n"
@@ -61,6 +63,38 @@ int report_command(const std::vector<std::string>& args, std::ostream& out, std:
   Status s = print_report(vm["db"].as<std::string>(), run, format.value(), out);
   if (!s.ok()) {
     err << "sim report: " << s.error().message << "\n";
+    return kExitBadInput;
+  }
+  return kExitOk;
+}
+
+int validate_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  po::options_description o("Options of `sim validate`");
+  o.add_options()("db", po::value<std::string>()->default_value("sim.db")->value_name("FILE"),
+                  "database to read")(
+      "run", po::value<int64_t>()->value_name("ID"), "run id (default: the latest run)")(
+      "help,h", "show this help");
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(o).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    err << "sim validate: " << e.what() << "\nTry 'sim validate --help'.\n";
+    return kExitBadInput;
+  }
+  if (vm.count("help") != 0) {
+    out << "Usage: sim validate [--db FILE] [--run ID]\n"
+           "For a run of a measuring backend (--backend cpu), the error of the roofline's prediction\n"
+           "per iteration, overall, by kind of iteration and by batch size; stored as validate_*\n"
+           "metrics of the run.\n\n"
+        << o;
+    return kExitOk;
+  }
+  std::optional<int64_t> run;
+  if (vm.count("run") != 0) run = vm["run"].as<int64_t>();
+  Status s = validate_run(vm["db"].as<std::string>(), run, out);
+  if (!s.ok()) {
+    err << "sim validate: " << s.error().message << "\n";
     return kExitBadInput;
   }
   return kExitOk;
@@ -151,8 +185,10 @@ int sim_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
   if (first == "run") return run_command(rest, out, err);
   if (first == "report") return report_command(rest, out, err);
   if (first == "list") return list_command(rest, out, err);
+  if (first == "validate") return validate_command(rest, out, err);
   if (!first.empty() && first[0] != '-') {
-    err << "sim: unknown command '" << first << "' (commands: run, report, list). Try 'sim --help'.\n";
+    err << "sim: unknown command '" << first
+        << "' (commands: run, report, list, validate). Try 'sim --help'.\n";
     return kExitBadInput;
   }
   return run_command(args, out, err);

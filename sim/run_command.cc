@@ -177,6 +177,9 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
   setup.block_size = config.block_size;
   setup.max_num_seqs = config.max_num_seqs;
   setup.max_num_batched_tokens = config.max_num_batched_tokens;
+  setup.kv_blocks = config.kv_blocks;
+  setup.weights = config.engine_weights;
+  setup.seed = config.seed.value_or(0);
   for (int32_t i = 0; i < config.replicas; ++i) {
     Result<std::unique_ptr<Policy>> p = policy_info.value()->make(config.policy_options);
     if (!p.ok()) return bad_input(err, p.error().message);

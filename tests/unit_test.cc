@@ -29,7 +29,7 @@ TEST(BackendRegistry, FindsUnitAndRooflineAndExplainsTheOthers) {
   EXPECT_NE(cuda.error().message.find("not available"), std::string::npos);
   Result<const BackendInfo*> typo = find_backend("unti");
   ASSERT_FALSE(typo.ok());
-  EXPECT_NE(typo.error().message.find("known: roofline, unit"), std::string::npos);
+  EXPECT_NE(typo.error().message.find("known: roofline, cpu, unit"), std::string::npos);
 }
 
 }  // namespace

@@ -1,0 +1,54 @@
+// The cpu backend end to end: every policy drives the real (float32, tiny) engine.
+#include <gtest/gtest.h>
+
+#include "policies/registry.h"
+#include "tests/cli_harness.h"
+
+namespace servesim::testing {
+namespace {
+
+using CpuBackendCli = Cli;
+
+TEST_F(CpuBackendCli, EveryPolicyRunsTheTinyModelEndToEnd) {
+  const std::string w = write("w.toml",
+                              "[generate]\nrequests = 12\nseed = 3\n[generate.arrival]\nprocess = "
+                              "\"poisson\"\nrate = 2000.0\n[generate.prompt_tokens]\ndist = \"uniform\"\n"
+                              "min = 4\nmax = 40\n[generate.output_tokens]\ndist = \"uniform\"\nmin = 1\n"
+                              "max = 12\n[generate.prefixes]\nshare = 0.5\ncount = 2\ntokens = 32\n");
+  for (const PolicyInfo& p : policy_registry()) {
+    const Outcome o = sim({"--backend", "cpu", "--model", kData + "/models/tiny.json", "--policy",
+                           std::string(p.name), "--trace", w, "--max-num-seqs", "4",
+                           "--max-num-batched-tokens", "128", "--set", "kv.blocks=40", "--block-size", "4",
+                           "--set", "max_tokens=16"});
+    ASSERT_EQ(o.status, 0) << p.name << ": " << o.output;
+    EXPECT_EQ(metric("completed"), 12) << p.name;
+    // Measured durations with the roofline's prediction beside each.
+    EXPECT_EQ(query("SELECT count(*) FROM iterations WHERE predicted IS NULL AND run_id = (SELECT max(id) FROM runs)"), "0");
+    EXPECT_EQ(query("SELECT backend FROM runs WHERE id = (SELECT max(id) FROM runs)"), "cpu");
+  }
+  EXPECT_NE(query("SELECT max(preemptions) FROM requests"), "0");  // 40 blocks of 4 tokens are tight
+}
+
+}  // namespace
+}  // namespace servesim::testing
+
+namespace servesim::testing {
+namespace {
+
+TEST_F(CpuBackendCli, ValidateReportsThePredictionErrorOfAMeasuredRun) {
+  ASSERT_EQ(sim({"--backend", "cpu", "--policy", "chunked-prefill", "--trace", "seed-toy.toml"}).status, 0);
+  const Outcome v = sim({"validate"});
+  ASSERT_EQ(v.status, 0) << v.output;
+  EXPECT_NE(v.output.find("decode-only"), std::string::npos) << v.output;
+  EXPECT_NE(v.output.find("batch 1"), std::string::npos) << v.output;
+  EXPECT_NE(query("SELECT value FROM metrics WHERE name = 'validate_mape'"), "");
+  // A run without measurements has nothing to validate.
+  ASSERT_EQ(sim({"--backend", "unit", "--trace", "seed-toy.toml"}).status, 0);
+  const Outcome none = sim({"validate"});
+  EXPECT_EQ(none.status, 2);
+  EXPECT_NE(none.output.find("measuring backend"), std::string::npos) << none.output;
+  EXPECT_EQ(sim({"validate", "--run", "7"}).status, 2);
+}
+
+}  // namespace
+}  // namespace servesim::testing
