@@ -10,6 +10,7 @@
 #include "analysis/validate.h"
 #include "backends/hardware.h"
 #include "backends/model.h"
+#include "backends/probe.h"
 #include "backends/registry.h"
 #include "policies/registry.h"
 #include "sim/cli.h"
@@ -25,7 +26,8 @@ void print_overview(std::ostream& out) {
          "  sim [run] --trace FILE [--policy NAME] [options]   simulate a workload into sim.db\n"
          "  sim report [--db FILE] [--run ID] [--format text|json|csv]\n"
          "  sim list policies|backends|hardware|models\n"
-         "  sim validate [--db FILE] [--run ID]          prediction error of a cpu-backend run\n\n"
+         "  sim validate [--db FILE] [--run ID]          prediction error of a cpu-backend run\n"
+         "  sim probe --out FILE                         measure this host into a hardware file\n\n"
          "Start with:\n"
          "  sim --policy continuous --trace pareto.toml\n"
          "  sim report\n\n"
@@ -97,6 +99,28 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
     err << "sim validate: " << s.error().message << "\n";
     return kExitBadInput;
   }
+  return kExitOk;
+}
+
+int probe_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  if (args.size() != 2 || args[0] != "--out") {
+    const bool help = !args.empty() && (args[0] == "--help" || args[0] == "-h");
+    (help ? out : err) << "Usage: sim probe --out FILE\n"
+                          "Measures this machine (the cpu engine's matrix product, memory bandwidth) and\n"
+                          "writes a hardware file for `sim --backend cpu --hardware FILE`.\n";
+    return help ? kExitOk : kExitBadInput;
+  }
+  const ProbeResult r = probe_host();
+  if (Status s = write_probe(r, args[1]); !s.ok()) {
+    err << "sim probe: " << s.error().message << "\n";
+    return kExitBadInput;
+  }
+  char line[160];
+  std::snprintf(line, sizeof line,
+                "matrix product: %.1f GFLOP/s; memory: %.1f GB/s; host memory %.1f GiB -> %s\n",
+                r.gemm_flops / 1e9, r.memory_bandwidth / 1e9, r.memory_bytes / (1 << 30),
+                args[1].c_str());
+  out << line;
   return kExitOk;
 }
 
@@ -186,9 +210,10 @@ int sim_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
   if (first == "report") return report_command(rest, out, err);
   if (first == "list") return list_command(rest, out, err);
   if (first == "validate") return validate_command(rest, out, err);
+  if (first == "probe") return probe_command(rest, out, err);
   if (!first.empty() && first[0] != '-') {
     err << "sim: unknown command '" << first
-        << "' (commands: run, report, list, validate). Try 'sim --help'.\n";
+        << "' (commands: run, report, list, validate, probe). Try 'sim --help'.\n";
     return kExitBadInput;
   }
   return run_command(args, out, err);

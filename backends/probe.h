@@ -1,0 +1,25 @@
+// `sim probe`: measures this machine for the cpu engine's cost model — the FLOP/s that the engine's
+// own float32 matrix product achieves, and the memory bandwidth of a large copy — and writes a
+// hardware file in the format of data/hardware/*.toml, so that the validate-and-calibrate loop runs
+// without a GPU. Measurement takes a few seconds.
+#pragma once
+
+#include <ostream>
+#include <string>
+
+#include "sim/result.h"
+
+namespace servesim {
+
+struct ProbeResult {
+  double gemm_flops = 0;        // FLOP/s of the engine's linear() on a 512 x 1024 x 1024 product
+  double memory_bandwidth = 0;  // bytes/s moved (read + written) copying 256 MiB
+  double memory_bytes = 0;      // total host memory (MemTotal)
+};
+
+ProbeResult probe_host();
+
+// Writes the result as a hardware TOML; errors if the file cannot be written.
+Status write_probe(const ProbeResult& result, const std::string& path);
+
+}  // namespace servesim

@@ -1,0 +1,27 @@
+#include "backends/probe.h"
+
+#include <gtest/gtest.h>
+
+#include "backends/hardware.h"
+
+namespace servesim {
+namespace {
+
+TEST(Probe, WritesAHardwareFileThatLoads) {
+  ProbeResult r;
+  r.gemm_flops = 12.5e9;
+  r.memory_bandwidth = 30e9;
+  r.memory_bytes = 16.0 * (1 << 30);
+  const std::string path = ::testing::TempDir() + "/probe_test_host.toml";
+  ASSERT_TRUE(write_probe(r, path).ok());
+  Result<HardwareSpec> hw = load_hardware(path);
+  ASSERT_TRUE(hw.ok()) << hw.error().message;
+  EXPECT_NEAR(hw.value().fp32_flops, 12.5e9, 1e6);
+  EXPECT_NEAR(hw.value().memory_bandwidth, 30e9, 1e6);
+  EXPECT_NEAR(hw.value().memory_bytes, 16.0 * (1 << 30), 1e6);
+  EXPECT_FALSE(hw.value().bf16);
+  EXPECT_FALSE(write_probe(r, "/nonexistent-dir/x.toml").ok());
+}
+
+}  // namespace
+}  // namespace servesim
