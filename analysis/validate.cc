@@ -8,6 +8,7 @@
 #include <map>
 #include <vector>
 
+#include "analysis/batch_log.h"
 #include "analysis/database.h"
 #include "analysis/metrics.h"
 
@@ -40,47 +41,43 @@ Summary summarise(std::vector<double> e) {
 
 }  // namespace
 
-Status validate_run(const std::string& db_path, std::optional<int64_t> run_id, std::ostream& out) {
+Status validate_run(const std::string& db_path, std::optional<int64_t> run_id, std::ostream& out,
+                    std::optional<std::string> hardware_path) {
   Result<std::unique_ptr<Database>> opened = Database::open_read_only(db_path);
   if (!opened.ok()) return opened.error();
   sqlite3* db = opened.value()->handle();
-  int64_t run = 0;
-  {
-    sqlite3_stmt* st = nullptr;
-    const char* sql = run_id ? "SELECT id FROM runs WHERE id = ?1" : "SELECT max(id) FROM runs";
-    sqlite3_prepare_v2(db, sql, -1, &st, nullptr);
-    if (run_id) sqlite3_bind_int64(st, 1, *run_id);
-    const bool found = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL;
-    if (found) run = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    if (!found) {
-      return Error{run_id ? "no run " + std::to_string(*run_id) + " in " + db_path
-                          : "no runs in " + db_path + "; run `sim --backend cpu ...` first"};
-    }
+  Result<RunSources> source = read_run_sources(db, db_path, run_id);
+  if (!source.ok()) return source.error();
+  const int64_t run = source.value().id;
+  Result<std::vector<LoggedIteration>> logged =
+      read_logged_iterations(db, run, hardware_path.has_value());
+  if (!logged.ok()) return logged.error();
+  std::optional<RooflineModel> roofline;
+  if (hardware_path) {
+    Result<RooflineModel> r = replay_roofline(source.value(), *hardware_path);
+    if (!r.ok()) return r.error();
+    roofline.emplace(std::move(r).value());
   }
+
   std::map<std::string, Group> by_kind, by_size;
   Group all;
-  {
-    sqlite3_stmt* st = nullptr;
-    sqlite3_prepare_v2(db,
-                       "SELECT duration, predicted, num_seqs, prefill_tokens, decode_tokens FROM "
-                       "iterations WHERE run_id = ?1 AND predicted IS NOT NULL AND duration > 0",
-                       -1, &st, nullptr);
-    sqlite3_bind_int64(st, 1, run);
-    while (sqlite3_step(st) == SQLITE_ROW) {
-      const double measured = sqlite3_column_double(st, 0);
-      const double predicted = sqlite3_column_double(st, 1);
-      const int64_t seqs = sqlite3_column_int64(st, 2);
-      const int64_t prefill = sqlite3_column_int64(st, 3), decode = sqlite3_column_int64(st, 4);
-      const double err = std::fabs(predicted - measured) / measured;
-      const char* kind = decode == 0 ? "prefill-only" : prefill == 0 ? "decode-only" : "mixed";
-      for (Group* g : {&all, &by_kind[kind], &by_size[size_bucket(seqs)]}) {
-        g->errors.push_back(err);
-        g->measured += measured;
-        g->predicted += predicted;
-      }
+  for (const LoggedIteration& it : logged.value()) {
+    double predicted = it.predicted;
+    if (roofline) {
+      if (it.items.empty()) continue;
+      predicted = roofline->price(it.items.data(), it.items.size()).total();
     }
-    sqlite3_finalize(st);
+    if (predicted < 0) continue;
+    const double measured = it.measured;
+    const double err = std::fabs(predicted - measured) / measured;
+    const char* kind = it.decode_tokens == 0  ? "prefill-only"
+                       : it.prefill_tokens == 0 ? "decode-only"
+                                                : "mixed";
+    for (Group* g : {&all, &by_kind[kind], &by_size[size_bucket(it.num_seqs)]}) {
+      g->errors.push_back(err);
+      g->measured += measured;
+      g->predicted += predicted;
+    }
   }
   if (all.errors.empty()) {
     return Error{"run " + std::to_string(run) + " has no predictions beside measured durations: "
@@ -88,7 +85,9 @@ Status validate_run(const std::string& db_path, std::optional<int64_t> run_id, s
   }
 
   char line[160];
-  out << "Prediction error of run " << run << " (" << db_path << "): |predicted - measured| / measured\n";
+  out << "Prediction error of run " << run << " (" << db_path << ")";
+  if (hardware_path) out << " re-priced with " << *hardware_path;
+  out << ": |predicted - measured| / measured\n";
   std::snprintf(line, sizeof line, "%-16s %10s %8s %8s %8s %14s %14s\n", "iterations", "count",
                 "MAPE", "p50", "p90", "measured (s)", "predicted (s)");
   out << line;
@@ -105,7 +104,8 @@ Status validate_run(const std::string& db_path, std::optional<int64_t> run_id, s
     if (by_size.count(b) != 0) row(std::string("batch ") + b, by_size[b]);
   }
 
-  // The summary as metrics rows of the run (read-write now).
+  // The summary as metrics rows of the run (read-write now), for the run's own predictions only.
+  if (hardware_path) return Ok{};
   Result<std::unique_ptr<Database>> rw = Database::open(db_path);
   if (!rw.ok()) return rw.error();
   sqlite3* w = rw.value()->handle();

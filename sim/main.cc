@@ -6,6 +6,7 @@
 
 #include <boost/program_options.hpp>
 
+#include "analysis/calibrate.h"
 #include "analysis/report.h"
 #include "analysis/validate.h"
 #include "backends/hardware.h"
@@ -26,7 +27,8 @@ void print_overview(std::ostream& out) {
          "  sim [run] --trace FILE [--policy NAME] [options]   simulate a workload into sim.db\n"
          "  sim report [--db FILE] [--run ID] [--format text|json|csv]\n"
          "  sim list policies|backends|hardware|models\n"
-         "  sim validate [--db FILE] [--run ID]          prediction error of a cpu-backend run\n"
+         "  sim validate [--db FILE] [--run ID] [--hardware FILE]   prediction error of a measured run\n"
+         "  sim calibrate [--db FILE] [--run ID] --out FILE         fit a hardware file to it\n"
          "  sim probe --out FILE                         measure this host into a hardware file\n\n"
          "Start with:\n"
          "  sim --policy continuous --trace pareto.toml\n"
@@ -75,6 +77,8 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
   o.add_options()("db", po::value<std::string>()->default_value("sim.db")->value_name("FILE"),
                   "database to read")(
       "run", po::value<int64_t>()->value_name("ID"), "run id (default: the latest run)")(
+      "hardware", po::value<std::string>()->value_name("NAME|FILE"),
+      "re-price the run's batches with this hardware file (e.g. one from sim calibrate)")(
       "help,h", "show this help");
   po::variables_map vm;
   try {
@@ -85,7 +89,7 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
     return kExitBadInput;
   }
   if (vm.count("help") != 0) {
-    out << "Usage: sim validate [--db FILE] [--run ID]\n"
+    out << "Usage: sim validate [--db FILE] [--run ID] [--hardware FILE]\n"
            "For a run of a measuring backend (--backend cpu), the error of the roofline's prediction\n"
            "per iteration, overall, by kind of iteration and by batch size; stored as validate_*\n"
            "metrics of the run.\n\n"
@@ -94,9 +98,52 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
   }
   std::optional<int64_t> run;
   if (vm.count("run") != 0) run = vm["run"].as<int64_t>();
-  Status s = validate_run(vm["db"].as<std::string>(), run, out);
+  std::optional<std::string> hardware;
+  if (vm.count("hardware") != 0) {
+    Result<std::string> p = resolve_preset(vm["hardware"].as<std::string>(), PresetKind::kHardware, "--hardware");
+    if (!p.ok()) {
+      err << "sim validate: " << p.error().message << "\n";
+      return kExitBadInput;
+    }
+    hardware = p.value();
+  }
+  Status s = validate_run(vm["db"].as<std::string>(), run, out, hardware);
   if (!s.ok()) {
     err << "sim validate: " << s.error().message << "\n";
+    return kExitBadInput;
+  }
+  return kExitOk;
+}
+
+int calibrate_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  po::options_description o("Options of `sim calibrate`");
+  o.add_options()("db", po::value<std::string>()->default_value("sim.db")->value_name("FILE"),
+                  "database to read")(
+      "run", po::value<int64_t>()->value_name("ID"), "run id (default: the latest run)")(
+      "out", po::value<std::string>()->value_name("FILE"), "the hardware file to write (required)")(
+      "help,h", "show this help");
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(o).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    err << "sim calibrate: " << e.what() << "\nTry 'sim calibrate --help'.\n";
+    return kExitBadInput;
+  }
+  if (vm.count("help") != 0 || vm.count("out") == 0) {
+    (vm.count("help") != 0 ? out : err)
+        << "Usage: sim calibrate [--db FILE] [--run ID] --out FILE\n"
+           "Fits the hardware file's efficiencies and overhead to a measured run (--backend cpu or\n"
+           "cuda) by least squares and writes a new hardware file; `sim validate --hardware FILE`\n"
+           "then shows the error it leaves.\n\n"
+        << o;
+    return vm.count("help") != 0 ? kExitOk : kExitBadInput;
+  }
+  std::optional<int64_t> run;
+  if (vm.count("run") != 0) run = vm["run"].as<int64_t>();
+  Status s = calibrate_run(vm["db"].as<std::string>(), run, vm["out"].as<std::string>(), out);
+  if (!s.ok()) {
+    err << "sim calibrate: " << s.error().message << "\n";
     return kExitBadInput;
   }
   return kExitOk;
@@ -211,9 +258,10 @@ int sim_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
   if (first == "list") return list_command(rest, out, err);
   if (first == "validate") return validate_command(rest, out, err);
   if (first == "probe") return probe_command(rest, out, err);
+  if (first == "calibrate") return calibrate_command(rest, out, err);
   if (!first.empty() && first[0] != '-') {
     err << "sim: unknown command '" << first
-        << "' (commands: run, report, list, validate, probe). Try 'sim --help'.\n";
+        << "' (commands: run, report, list, validate, calibrate, probe). Try 'sim --help'.\n";
     return kExitBadInput;
   }
   return run_command(args, out, err);

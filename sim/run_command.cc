@@ -5,9 +5,11 @@
 #include <csignal>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include <boost/program_options.hpp>
 
+#include "analysis/batch_log.h"
 #include "analysis/database.h"
 #include "analysis/db_recorder.h"
 #include "analysis/metrics.h"
@@ -221,6 +223,13 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
   options.prefix_caching = policy_info.value()->prefix_caching;
   MetricsAccumulator metrics({config.max_num_seqs, config.replicas});
   DbRecorder writer(*db.value(), run_id.value(), metrics);
+  // A measuring backend also logs every batch's items, for `sim validate --hardware` and
+  // `sim calibrate`; declared after the writer so that its rows land in the writer's transaction.
+  std::optional<BatchLog> batch_log;
+  if (config.backend == "cpu" || config.backend == "cuda") batch_log.emplace(*db.value(), run_id.value());
+  std::vector<Recorder*> recorders = {&metrics};
+  if (batch_log) recorders.push_back(&*batch_log);
+  recorders.push_back(&writer);
   const bool counts_steps = backends.front()->counts_steps();
   if (counts_steps && (!hardware.empty() || !model.empty() || config.tp != 1 ||
                        config.gpu_memory_utilization != RunConfig{}.gpu_memory_utilization)) {
@@ -229,7 +238,7 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
            "(they are recorded with the run)\n";
   }
   Simulator sim(workload.value().requests, options, std::move(policies), std::move(backends),
-                {&metrics, &writer});
+                std::move(recorders));
 
   g_stop.store(false);
   struct sigaction action {};
@@ -255,6 +264,9 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
     case RunOutcome::kFailed: header.status = "failed"; break;
   }
   print_summary(out, header, metrics.compute());
+  if (batch_log && !batch_log->write_error().empty()) {
+    err << "sim: writing batch_items failed: " << batch_log->write_error() << "\n";
+  }
   if (!writer.write_error().empty()) {
     err << "sim: writing " << config.db << " failed: " << writer.write_error() << "\n";
     return kExitFailed;

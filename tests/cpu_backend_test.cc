@@ -1,4 +1,6 @@
 // The cpu backend end to end: every policy drives the real (float32, tiny) engine.
+#include <sstream>
+
 #include <gtest/gtest.h>
 
 #include "policies/registry.h"
@@ -48,6 +50,36 @@ TEST_F(CpuBackendCli, ValidateReportsThePredictionErrorOfAMeasuredRun) {
   EXPECT_EQ(none.status, 2);
   EXPECT_NE(none.output.find("measuring backend"), std::string::npos) << none.output;
   EXPECT_EQ(sim({"validate", "--run", "7"}).status, 2);
+}
+
+}  // namespace
+}  // namespace servesim::testing
+
+namespace servesim::testing {
+namespace {
+
+double mape_in(const std::string& text) {
+  // The "all" row of `sim validate`: "all   <count>   <MAPE>% ..."
+  const size_t at = text.find("\nall ");
+  EXPECT_NE(at, std::string::npos) << text;
+  std::istringstream row(text.substr(at + 5));
+  double count = 0, mape = 0;
+  row >> count >> mape;
+  return mape;
+}
+
+TEST_F(CpuBackendCli, CalibrationLowersThePredictionError) {
+  ASSERT_EQ(sim({"--backend", "cpu", "--policy", "chunked-prefill", "--trace", "multiturn.toml",
+                 "--set", "max_tokens=8", "--name", "measured"}).status, 0);
+  const Outcome before = sim({"validate", "--hardware", kData + "/hardware/cpu-host.toml"});
+  ASSERT_EQ(before.status, 0) << before.output;
+  const Outcome cal = sim({"calibrate", "--out", (dir_ / "fitted.toml").string()});
+  ASSERT_EQ(cal.status, 0) << cal.output;
+  const Outcome after = sim({"validate", "--hardware", (dir_ / "fitted.toml").string()});
+  ASSERT_EQ(after.status, 0) << after.output;
+  EXPECT_LT(mape_in(after.output), mape_in(before.output));
+  EXPECT_NE(query("SELECT count(*) FROM batch_items"), "0");
+  EXPECT_EQ(sim({"calibrate"}).status, 2);  // --out is required
 }
 
 }  // namespace
