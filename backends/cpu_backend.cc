@@ -14,70 +14,18 @@ CpuBackend::CpuBackend(RooflineModel predictor, std::unique_ptr<ModelWeights> we
                        int32_t num_blocks, int32_t block_size)
     : predictor_(std::move(predictor)),
       weights_(std::move(weights)),
-      runner_(predictor_.model(), *weights_, num_blocks, block_size) {}
+      runner_(predictor_.model(), *weights_, num_blocks, block_size),
+      batch_(predictor_.model().vocab_size, block_size) {}
 
 int64_t CpuBackend::kv_blocks(int32_t /*block_size*/) const { return runner_.num_blocks(); }
 
-int32_t CpuBackend::token_at(const Sequence& seq, int32_t pos) const {
-  const auto vocab = static_cast<uint64_t>(predictor_.model().vocab_size);
-  if (pos >= seq.prompt_tokens) {
-    return generated_.at(seq.index)[static_cast<size_t>(pos - seq.prompt_tokens)];
-  }
-  int32_t start = 0;
-  for (int32_t s = 0; s < seq.num_prompt_segments; ++s) {
-    const Segment& seg = seq.prompt_segments[s];
-    if (pos < start + seg.tokens) {
-      return static_cast<int32_t>(content_id(seg.id, static_cast<uint64_t>(pos - start)) % vocab);
-    }
-    start += seg.tokens;
-  }
-  assert(false && "prompt segments shorter than the prompt");
-  return 0;
-}
-
 IterationResult CpuBackend::run(const Batch& batch) {
-  CpuModelRunner::Input& in = input_;
-  in.input_ids.clear();
-  in.positions.clear();
-  in.slot_mapping.clear();
-  in.cu_seqlens.assign(1, 0);
-  in.context_lens.clear();
-  in.block_tables.clear();
-  in.sample.clear();
-  int32_t max_blocks = 1;
-  for (const BatchItem& item : batch.items) {
-    if (!item.padding) max_blocks = std::max(max_blocks, static_cast<int32_t>(item.seq->block_table.size()));
-  }
-  in.max_blocks_per_seq = max_blocks;
-  const int32_t bs = runner_.block_size();
-  std::vector<const Sequence*> sampled;
-  for (const BatchItem& item : batch.items) {
-    if (item.padding) continue;  // a padded row of static batching computes nothing real here
-    const Sequence& seq = *item.seq;
-    for (int32_t p = item.context_tokens; p < item.context_tokens + item.new_tokens; ++p) {
-      in.input_ids.push_back(token_at(seq, p));
-      in.positions.push_back(p);
-      in.slot_mapping.push_back(seq.block_table[static_cast<size_t>(p / bs)] * bs + p % bs);
-    }
-    in.cu_seqlens.push_back(static_cast<int32_t>(in.input_ids.size()));
-    in.context_lens.push_back(item.context_tokens + item.new_tokens);
-    for (int32_t b = 0; b < max_blocks; ++b) {
-      in.block_tables.push_back(b < static_cast<int32_t>(seq.block_table.size())
-                                    ? seq.block_table[static_cast<size_t>(b)] : 0);
-    }
-    const bool emits = item.context_tokens + item.new_tokens >= seq.num_tokens();
-    in.sample.push_back(emits ? 1 : 0);
-    if (emits) sampled.push_back(&seq);
-  }
   const Time predicted = std::max<Time>(from_seconds(predictor_.price(batch).total()), 1);
-  if (in.input_ids.empty()) return {predicted, predicted};  // only padding rows
-
+  if (!batch_.build(batch)) return {predicted, predicted};  // only padding rows
   const auto start = std::chrono::steady_clock::now();
-  const CpuModelRunner::Output out = runner_.forward(in);
+  const CpuModelRunner::Output out = runner_.forward(batch_.input());
   const auto end = std::chrono::steady_clock::now();
-  for (size_t i = 0; i < sampled.size(); ++i) {
-    generated_[sampled[i]->index].push_back(out.next_tokens[i]);
-  }
+  batch_.record(out.next_tokens);
   const Time measured = std::max<Time>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count(), 1);
   return {measured, predicted};

@@ -4,17 +4,13 @@
 // simulated clock, and the roofline's prediction for the same batch (on the host's hardware file)
 // is logged beside it. Meant for tiny models (data/models/tiny.json): it is the reference that
 // validates cost models and the CUDA engine, not a fast engine.
-//
-// Token ids: a prompt token's id is derived from its content (segment id and offset), so prompts
-// that share content share tokens and prefix-cache hits reuse KV that is really the same; generated
-// tokens are the engine's greedy choices, fed back in later steps.
+// Token ids come from the prompt's content (engine_batch.h).
 #pragma once
 
 #include <memory>
-#include <unordered_map>
-#include <vector>
 
 #include "backends/backend.h"
+#include "backends/engine_batch.h"
 #include "backends/roofline.h"
 #include "kernels/model_runner.h"
 #include "kernels/weights.h"
@@ -38,13 +34,10 @@ class CpuBackend final : public Backend {
   std::string model_path() const override { return predictor_.model().path; }
 
  private:
-  int32_t token_at(const Sequence& seq, int32_t pos) const;
-
   RooflineModel predictor_;
   std::unique_ptr<ModelWeights> weights_;  // the runner keeps a reference
   CpuModelRunner runner_;
-  std::unordered_map<int32_t, std::vector<int32_t>> generated_;  // request index -> its tokens
-  CpuModelRunner::Input input_;  // reused
+  EngineBatch batch_;
 };
 
 // Loads the model (default tiny) and hardware (default cpu-host), random weights from the run's

@@ -3,6 +3,9 @@
 #include <string>
 
 #include "backends/cpu_backend.h"
+#ifdef SERVESIM_HAVE_CUDA
+#include "backends/cuda_backend.h"
+#endif
 #include "backends/roofline_backend.h"
 #include "backends/unit.h"
 
@@ -18,6 +21,12 @@ const std::vector<BackendInfo>& backend_registry() {
        "the real engine on the host: executes every batch with the float32 reference model (tiny "
        "models), measures it, and logs the roofline's prediction beside it",
        &make_cpu_backend},
+#ifdef SERVESIM_HAVE_CUDA
+      {"cuda",
+       "the real engine on one NVIDIA GPU: executes every batch (bf16, cuBLAS), measures it, and "
+       "logs the roofline's prediction beside it",
+       &make_cuda_backend},
+#endif
       {"unit", "every iteration costs one time unit; KV memory unlimited unless kv.blocks is set",
        [](const BackendSetup&) -> Result<std::unique_ptr<Backend>> {
          return std::unique_ptr<Backend>(std::make_unique<UnitBackend>());
@@ -34,8 +43,8 @@ Result<const BackendInfo*> find_backend(std::string_view name) {
   }
   std::string msg = "unknown backend '" + std::string(name) + "' (known: " + known + ")";
   if (name == "cuda") {
-    msg = "backend '" + std::string(name) + "' is not available in this version (available: " +
-          known + ")";
+    msg = "backend 'cuda' is not built: no CUDA toolkit was found when servesim was built "
+          "(available: " + known + ")";
   }
   return Error{msg};
 }
