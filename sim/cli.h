@@ -20,4 +20,9 @@ int sim_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
 // `sim run`: one simulation into the database. (sim/run_command.cc)
 int run_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
+// Commands that read a logged run back (sim/run_commands.cc).
+int report_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+int validate_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+int calibrate_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
 }  // namespace servesim

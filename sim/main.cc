@@ -1,4 +1,5 @@
-// The `sim` executable: dispatches to `run` (the default), `report` and `list`.
+// The `sim` executable: dispatches to `run` (the default), `report`, `list`, `validate`,
+// `calibrate` and `probe`.
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -6,9 +7,6 @@
 
 #include <boost/program_options.hpp>
 
-#include "analysis/calibrate.h"
-#include "analysis/report.h"
-#include "analysis/validate.h"
 #include "backends/hardware.h"
 #include "backends/model.h"
 #include "backends/probe.h"
@@ -34,119 +32,6 @@ void print_overview(std::ostream& out) {
          "  sim --policy continuous --trace pareto.toml\n"
          "  sim report\n\n"
          "`sim run --help` lists every run option.\n";
-}
-
-int report_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  po::options_description o("Options of `sim report`");
-  o.add_options()("db", po::value<std::string>()->default_value("sim.db")->value_name("FILE"),
-                  "database to read")(
-      "run", po::value<int64_t>()->value_name("ID"), "run id (default: the latest run)")(
-      "format", po::value<std::string>()->default_value("text")->value_name("FMT"),
-      "text | json | csv")("help,h", "show this help");
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(o).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    err << "sim report: " << e.what() << "\nTry 'sim report --help'.\n";
-    return kExitBadInput;
-  }
-  if (vm.count("help") != 0) {
-    out << "Usage: sim report [--db FILE] [--run ID] [--format text|json|csv]\n"
-           "Prints a logged run's summary metrics.\n\n"
-        << o;
-    return kExitOk;
-  }
-  Result<ReportFormat> format = parse_report_format(vm["format"].as<std::string>());
-  if (!format.ok()) {
-    err << "sim report: --format: " << format.error().message << "\n";
-    return kExitBadInput;
-  }
-  std::optional<int64_t> run;
-  if (vm.count("run") != 0) run = vm["run"].as<int64_t>();
-  Status s = print_report(vm["db"].as<std::string>(), run, format.value(), out);
-  if (!s.ok()) {
-    err << "sim report: " << s.error().message << "\n";
-    return kExitBadInput;
-  }
-  return kExitOk;
-}
-
-int validate_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  po::options_description o("Options of `sim validate`");
-  o.add_options()("db", po::value<std::string>()->default_value("sim.db")->value_name("FILE"),
-                  "database to read")(
-      "run", po::value<int64_t>()->value_name("ID"), "run id (default: the latest run)")(
-      "hardware", po::value<std::string>()->value_name("NAME|FILE"),
-      "re-price the run's batches with this hardware file (e.g. one from sim calibrate)")(
-      "help,h", "show this help");
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(o).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    err << "sim validate: " << e.what() << "\nTry 'sim validate --help'.\n";
-    return kExitBadInput;
-  }
-  if (vm.count("help") != 0) {
-    out << "Usage: sim validate [--db FILE] [--run ID] [--hardware FILE]\n"
-           "For a run of a measuring backend (--backend cpu), the error of the roofline's prediction\n"
-           "per iteration, overall, by kind of iteration and by batch size; stored as validate_*\n"
-           "metrics of the run.\n\n"
-        << o;
-    return kExitOk;
-  }
-  std::optional<int64_t> run;
-  if (vm.count("run") != 0) run = vm["run"].as<int64_t>();
-  std::optional<std::string> hardware;
-  if (vm.count("hardware") != 0) {
-    Result<std::string> p = resolve_preset(vm["hardware"].as<std::string>(), PresetKind::kHardware, "--hardware");
-    if (!p.ok()) {
-      err << "sim validate: " << p.error().message << "\n";
-      return kExitBadInput;
-    }
-    hardware = p.value();
-  }
-  Status s = validate_run(vm["db"].as<std::string>(), run, out, hardware);
-  if (!s.ok()) {
-    err << "sim validate: " << s.error().message << "\n";
-    return kExitBadInput;
-  }
-  return kExitOk;
-}
-
-int calibrate_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  po::options_description o("Options of `sim calibrate`");
-  o.add_options()("db", po::value<std::string>()->default_value("sim.db")->value_name("FILE"),
-                  "database to read")(
-      "run", po::value<int64_t>()->value_name("ID"), "run id (default: the latest run)")(
-      "out", po::value<std::string>()->value_name("FILE"), "the hardware file to write (required)")(
-      "help,h", "show this help");
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(o).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    err << "sim calibrate: " << e.what() << "\nTry 'sim calibrate --help'.\n";
-    return kExitBadInput;
-  }
-  if (vm.count("help") != 0 || vm.count("out") == 0) {
-    (vm.count("help") != 0 ? out : err)
-        << "Usage: sim calibrate [--db FILE] [--run ID] --out FILE\n"
-           "Fits the hardware file's efficiencies and overhead to a measured run (--backend cpu or\n"
-           "cuda) by least squares and writes a new hardware file; `sim validate --hardware FILE`\n"
-           "then shows the error it leaves.\n\n"
-        << o;
-    return vm.count("help") != 0 ? kExitOk : kExitBadInput;
-  }
-  std::optional<int64_t> run;
-  if (vm.count("run") != 0) run = vm["run"].as<int64_t>();
-  Status s = calibrate_run(vm["db"].as<std::string>(), run, vm["out"].as<std::string>(), out);
-  if (!s.ok()) {
-    err << "sim calibrate: " << s.error().message << "\n";
-    return kExitBadInput;
-  }
-  return kExitOk;
 }
 
 int probe_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {

@@ -1,0 +1,117 @@
+// The commands that read a logged run back: `sim report`, `sim validate` and `sim calibrate`. They
+// share their options (--db, --run, --help) and their error handling.
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/program_options.hpp>
+
+#include "analysis/calibrate.h"
+#include "analysis/report.h"
+#include "analysis/validate.h"
+#include "sim/cli.h"
+#include "sim/presets.h"
+
+namespace servesim {
+namespace po = boost::program_options;
+namespace {
+
+struct Command {
+  const char* name;   // "report"
+  const char* usage;  // the usage line and what the command does
+};
+
+po::options_description run_options(const Command& c) {
+  po::options_description o(std::string("Options of `sim ") + c.name + "`");
+  o.add_options()("db", po::value<std::string>()->default_value("sim.db")->value_name("FILE"),
+                  "database to read")(
+      "run", po::value<int64_t>()->value_name("ID"), "run id (default: the latest run)")(
+      "help,h", "show this help");
+  return o;
+}
+
+// Parses the arguments; returns an exit status when the command is already done (bad options, or
+// --help), nothing when it should go on.
+std::optional<int> parse(const Command& c, const std::vector<std::string>& args,
+                         const po::options_description& o, po::variables_map& vm,
+                         std::ostream& out, std::ostream& err) {
+  try {
+    po::store(po::command_line_parser(args).options(o).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    err << "sim " << c.name << ": " << e.what() << "\nTry 'sim " << c.name << " --help'.\n";
+    return kExitBadInput;
+  }
+  if (vm.count("help") != 0) {
+    out << c.usage << "\n" << o;
+    return kExitOk;
+  }
+  return std::nullopt;
+}
+
+std::optional<int64_t> run_id(const po::variables_map& vm) {
+  if (vm.count("run") == 0) return std::nullopt;
+  return vm["run"].as<int64_t>();
+}
+
+int finish(const Command& c, const Status& s, std::ostream& err) {
+  if (s.ok()) return kExitOk;
+  err << "sim " << c.name << ": " << s.error().message << "\n";
+  return kExitBadInput;
+}
+
+}  // namespace
+
+int report_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  const Command c{"report",
+                  "Usage: sim report [--db FILE] [--run ID] [--format text|json|csv]\n"
+                  "Prints a logged run's summary metrics.\n"};
+  po::options_description o = run_options(c);
+  o.add_options()("format", po::value<std::string>()->default_value("text")->value_name("FMT"),
+                  "text | json | csv");
+  po::variables_map vm;
+  if (auto done = parse(c, args, o, vm, out, err)) return *done;
+  Result<ReportFormat> format = parse_report_format(vm["format"].as<std::string>());
+  if (!format.ok()) return finish(c, Error{"--format: " + format.error().message}, err);
+  return finish(c, print_report(vm["db"].as<std::string>(), run_id(vm), format.value(), out), err);
+}
+
+int validate_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  const Command c{"validate",
+                  "Usage: sim validate [--db FILE] [--run ID] [--hardware FILE]\n"
+                  "For a run of a measuring backend (--backend cpu or cuda), the error of the\n"
+                  "roofline's prediction per iteration, overall, by kind of iteration and by batch\n"
+                  "size; stored as validate_* metrics of the run. With --hardware, the run's batches\n"
+                  "are priced again with that file (e.g. one from sim calibrate).\n"};
+  po::options_description o = run_options(c);
+  o.add_options()("hardware", po::value<std::string>()->value_name("NAME|FILE"),
+                  "re-price the run's batches with this hardware file");
+  po::variables_map vm;
+  if (auto done = parse(c, args, o, vm, out, err)) return *done;
+  std::optional<std::string> hardware;
+  if (vm.count("hardware") != 0) {
+    Result<std::string> p = resolve_preset(vm["hardware"].as<std::string>(), PresetKind::kHardware, "--hardware");
+    if (!p.ok()) return finish(c, p.error(), err);
+    hardware = p.value();
+  }
+  return finish(c, validate_run(vm["db"].as<std::string>(), run_id(vm), out, hardware), err);
+}
+
+int calibrate_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  const Command c{"calibrate",
+                  "Usage: sim calibrate [--db FILE] [--run ID] --out FILE\n"
+                  "Fits the hardware file's efficiencies and overhead to a measured run (--backend\n"
+                  "cpu or cuda) by least squares and writes a new hardware file; `sim validate\n"
+                  "--hardware FILE` then shows the error it leaves.\n"};
+  po::options_description o = run_options(c);
+  o.add_options()("out", po::value<std::string>()->value_name("FILE"),
+                  "the hardware file to write (required)");
+  po::variables_map vm;
+  if (auto done = parse(c, args, o, vm, out, err)) return *done;
+  if (vm.count("out") == 0) return finish(c, Error{"--out FILE is required"}, err);
+  return finish(c, calibrate_run(vm["db"].as<std::string>(), run_id(vm), vm["out"].as<std::string>(), out),
+                err);
+}
+
+}  // namespace servesim
