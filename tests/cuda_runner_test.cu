@@ -137,5 +137,52 @@ TEST_F(CudaRunnerTest, GreedyDecodeMatchesCpuOverLongContext) {
   }
 }
 
+// Decode steps replayed from CUDA graphs (batches padded to the buckets 1, 4 and 16) give the
+// eager steps' tokens and logits. Both runners see the same prefill, then decode in lockstep
+// with the eager runner's tokens.
+TEST_F(CudaRunnerTest, DecodeGraphsMatchEager) {
+  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device";
+  for (int32_t batch : {1, 3, 9}) {
+    SCOPED_TRACE(batch);
+    const int32_t num_blocks = 256;
+    CudaModelRunner eager(model_, weights_, num_blocks, kBlockSize, /*use_cuda_graphs=*/false);
+    CudaModelRunner graph(model_, weights_, num_blocks, kBlockSize, /*use_cuda_graphs=*/true);
+    std::vector<Seq> seqs_e, seqs_g;
+    for (int32_t i = 0; i < batch; ++i)
+      seqs_e.push_back({random_tokens(static_cast<size_t>(5 + 3 * i), 100 + i), {}, 0});
+    seqs_g = seqs_e;
+    int32_t blocks_e = 0, blocks_g = 0;
+    auto chunks = [](std::vector<Seq>& seqs, bool prefill) {
+      std::vector<Chunk> c;
+      for (Seq& s : seqs)
+        c.push_back({&s, prefill ? static_cast<int32_t>(s.tokens.size()) : 1});
+      return c;
+    };
+    auto want = eager.forward(make_input(chunks(seqs_e, true), blocks_e));
+    auto got = graph.forward(make_input(chunks(seqs_g, true), blocks_g));
+    EXPECT_EQ(graph.num_cuda_graphs(), 0);  // a prefill runs eagerly
+    for (int step = 0; step < 4; ++step) {
+      ASSERT_EQ(got.next_tokens.size(), static_cast<size_t>(batch));
+      ASSERT_EQ(got.logits.size(), want.logits.size());
+      double scale = 1;
+      for (float v : want.logits) scale = std::max(scale, std::fabs(double{v}));
+      for (size_t i = 0; i < want.logits.size(); ++i)
+        ASSERT_NEAR(got.logits[i], want.logits[i], 1e-3 * scale) << "step " << step << " at " << i;
+      for (size_t r = 0; r < static_cast<size_t>(batch); ++r)  // unless a near tie
+        if (top2_margin(want.logits, r, static_cast<size_t>(model_.vocab_size)) > 1e-2)
+          EXPECT_EQ(got.next_tokens[r], want.next_tokens[r]) << "step " << step << " row " << r;
+      for (int32_t i = 0; i < batch; ++i) {
+        const int32_t token = want.next_tokens.at(static_cast<size_t>(i));
+        seqs_e[static_cast<size_t>(i)].tokens.push_back(token);
+        seqs_g[static_cast<size_t>(i)].tokens.push_back(token);
+      }
+      want = eager.forward(make_input(chunks(seqs_e, false), blocks_e));
+      got = graph.forward(make_input(chunks(seqs_g, false), blocks_g));
+      EXPECT_EQ(graph.num_cuda_graphs(), 1) << "step " << step;
+      EXPECT_EQ(eager.num_cuda_graphs(), 0);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace servesim

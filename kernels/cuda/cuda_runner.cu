@@ -35,14 +35,26 @@ DeviceBuffer<bf16> stacked(std::initializer_list<const Tensor*> parts) {
 
 }  // namespace
 
-CudaModelRunner::Impl::Impl(const ModelSpec& m, int32_t blocks, int32_t bs)
+CudaModelRunner::Impl::Impl(const ModelSpec& m, int32_t blocks, int32_t bs, bool graphs)
     : model(m), num_blocks(blocks), block_size(bs), H(m.hidden_size), I(m.intermediate_size),
-      Q(m.num_heads * m.head_dim), KV(m.num_kv_heads * m.head_dim), V(m.vocab_size) {
+      Q(m.num_heads * m.head_dim), KV(m.num_kv_heads * m.head_dim), V(m.vocab_size),
+      use_graphs(graphs) {
   require(blocks > 0 && bs > 0, "num_blocks and block_size are positive");
   require(m.num_experts == 1, "the CUDA runner runs dense models only");
   SERVESIM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   SERVESIM_CUBLAS_CHECK(cublasCreate(&cublas));
   SERVESIM_CUBLAS_CHECK(cublasSetStream(cublas, stream));
+  // After cublasSetStream, which resets the workspace: a fixed one keeps cuBLAS from allocating
+  // inside a graph capture (32 MiB, what cuBLAS recommends for Hopper).
+  cublas_workspace = DeviceBuffer<unsigned char>(size_t{32} << 20);
+  SERVESIM_CUBLAS_CHECK(
+      cublasSetWorkspace(cublas, cublas_workspace.get(), cublas_workspace.size()));
+  // A graph step's block table holds the longest sequence the model allows, and no more blocks
+  // than the cache has.
+  const int64_t by_positions = m.max_position_embeddings > 0
+                                   ? (m.max_position_embeddings + bs - 1) / bs
+                                   : int64_t{blocks};
+  graph_max_blocks = static_cast<int32_t>(std::min<int64_t>(by_positions, blocks));
   layers.resize(to_size(m.num_layers));
   const size_t cache = to_size(int64_t{blocks} * bs * KV);
   for (Layer& l : layers) {
@@ -53,15 +65,22 @@ CudaModelRunner::Impl::Impl(const ModelSpec& m, int32_t blocks, int32_t bs)
   }
 }
 
+void CudaModelRunner::Impl::drop_graphs() {
+  for (Graph& g : graphs)
+    if (g.exec != nullptr) cudaGraphExecDestroy(g.exec);
+  graphs.clear();
+}
+
 CudaModelRunner::Impl::~Impl() {
+  drop_graphs();
   if (cublas != nullptr) cublasDestroy(cublas);
   if (stream != nullptr) cudaStreamDestroy(stream);
 }
 
 
 CudaModelRunner::CudaModelRunner(const ModelSpec& model, const ModelWeights& w,
-                                 int32_t num_blocks, int32_t block_size)
-    : impl_(std::make_unique<Impl>(model, num_blocks, block_size)) {
+                                 int32_t num_blocks, int32_t block_size, bool use_cuda_graphs)
+    : impl_(std::make_unique<Impl>(model, num_blocks, block_size, use_cuda_graphs)) {
   Impl& m = *impl_;
   require(w.embed_tokens.data.size() == to_size(m.V * m.H), "embed_tokens is [vocab, hidden]");
   require(w.output_matrix().data.size() == to_size(m.V * m.H), "lm_head is [vocab, hidden]");
@@ -104,8 +123,8 @@ CudaModelRunner::CudaModelRunner(const ModelSpec& model, const ModelWeights& w,
 }
 
 CudaModelRunner::CudaModelRunner(const ModelSpec& model, uint64_t seed, int32_t num_blocks,
-                                 int32_t block_size)
-    : impl_(std::make_unique<Impl>(model, num_blocks, block_size)) {
+                                 int32_t block_size, bool use_cuda_graphs)
+    : impl_(std::make_unique<Impl>(model, num_blocks, block_size, use_cuda_graphs)) {
   Impl& m = *impl_;
   uint64_t stream_id = seed * 1000;
   auto matrix = [&](int64_t rows, int64_t cols) {  // uniform with variance ~ 1 / (3 cols)
@@ -138,5 +157,8 @@ CudaModelRunner::~CudaModelRunner() = default;
 
 int32_t CudaModelRunner::num_blocks() const { return impl_->num_blocks; }
 int32_t CudaModelRunner::block_size() const { return impl_->block_size; }
+int32_t CudaModelRunner::num_cuda_graphs() const {
+  return static_cast<int32_t>(impl_->graphs.size());
+}
 
 }  // namespace servesim

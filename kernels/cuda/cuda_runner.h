@@ -30,11 +30,15 @@ class CudaModelRunner {
 
   // Uploads the weights (converted to bf16) once; the host weights may be freed afterwards.
   // REQUIRES: a CUDA device; the weights have the model's shapes; num_blocks, block_size > 0.
+  // With use_cuda_graphs, decode-only steps (one token per sequence, every sequence sampled) of
+  // up to kMaxGraphBatch sequences replay a CUDA graph captured once per bucketed batch size
+  // (1, 2, 4, then multiples of 8), as vLLM V1 does; other steps run eagerly.
   CudaModelRunner(const ModelSpec& model, const ModelWeights& weights, int32_t num_blocks,
-                  int32_t block_size);
+                  int32_t block_size, bool use_cuda_graphs = true);
   // Seeded random bf16 weights generated on the device (not the values of random_weights()):
   // for benchmarks of large models, whose float32 host copy would be too slow to build.
-  CudaModelRunner(const ModelSpec& model, uint64_t seed, int32_t num_blocks, int32_t block_size);
+  CudaModelRunner(const ModelSpec& model, uint64_t seed, int32_t num_blocks, int32_t block_size,
+                  bool use_cuda_graphs = true);
   ~CudaModelRunner();
   CudaModelRunner(const CudaModelRunner&) = delete;
   CudaModelRunner& operator=(const CudaModelRunner&) = delete;
@@ -45,6 +49,9 @@ class CudaModelRunner {
 
   int32_t num_blocks() const;
   int32_t block_size() const;
+  // The largest batch a decode graph serves, and how many graphs have been captured so far.
+  static constexpr int32_t kMaxGraphBatch = 256;
+  int32_t num_cuda_graphs() const;
 
  private:
   struct Impl;
