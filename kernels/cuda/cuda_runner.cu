@@ -42,6 +42,8 @@ CudaModelRunner::Impl::Impl(const ModelSpec& m, int32_t blocks, int32_t bs, bool
   require(blocks > 0 && bs > 0, "num_blocks and block_size are positive");
   require(m.num_experts == 1, "the CUDA runner runs dense models only");
   SERVESIM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  SERVESIM_CUDA_CHECK(cudaEventCreate(&step_start));
+  SERVESIM_CUDA_CHECK(cudaEventCreate(&step_end));
   SERVESIM_CUBLAS_CHECK(cublasCreate(&cublas));
   SERVESIM_CUBLAS_CHECK(cublasSetStream(cublas, stream));
   // After cublasSetStream, which resets the workspace: a fixed one keeps cuBLAS from allocating
@@ -74,6 +76,8 @@ void CudaModelRunner::Impl::drop_graphs() {
 CudaModelRunner::Impl::~Impl() {
   drop_graphs();
   if (cublas != nullptr) cublasDestroy(cublas);
+  if (step_start != nullptr) cudaEventDestroy(step_start);
+  if (step_end != nullptr) cudaEventDestroy(step_end);
   if (stream != nullptr) cudaStreamDestroy(stream);
 }
 
@@ -155,6 +159,7 @@ CudaModelRunner::CudaModelRunner(const ModelSpec& model, uint64_t seed, int32_t 
 
 CudaModelRunner::~CudaModelRunner() = default;
 
+double CudaModelRunner::last_step_seconds() const { return impl_->last_step_seconds; }
 int32_t CudaModelRunner::num_blocks() const { return impl_->num_blocks; }
 int32_t CudaModelRunner::block_size() const { return impl_->block_size; }
 int32_t CudaModelRunner::num_cuda_graphs() const {

@@ -47,6 +47,8 @@ class CudaModelRunner {
   // (the logits are still computed on the device; only the copy back is skipped).
   Output forward(const Input& input, bool return_logits = true);
 
+  // The device time of the last forward (CUDA events around its upload, layers and download).
+  double last_step_seconds() const;
   int32_t num_blocks() const;
   int32_t block_size() const;
   // The largest batch a decode graph serves, and how many graphs have been captured so far.

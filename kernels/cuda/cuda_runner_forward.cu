@@ -121,6 +121,7 @@ CudaModelRunner::Output CudaModelRunner::forward(const Input& in, bool return_lo
   if (T == 0) return out;
   cudaStream_t st = m.stream;
   int64_t R = 0;  // sampled rows whose results come back
+  SERVESIM_CUDA_CHECK(cudaEventRecord(m.step_start, st));  // the step: upload, layers, download
 
   if (m.use_graphs && graph_step(in, m.block_size, m.graph_max_blocks)) {
     // Padded to the bucket: padding rows read token 0 at position 0 through block 0 (context 1)
@@ -220,7 +221,11 @@ CudaModelRunner::Output CudaModelRunner::forward(const Input& in, bool return_lo
                                           cudaMemcpyDeviceToHost, st));
     }
   }
+  SERVESIM_CUDA_CHECK(cudaEventRecord(m.step_end, st));
   SERVESIM_CUDA_CHECK(cudaStreamSynchronize(st));
+  float ms = 0;
+  SERVESIM_CUDA_CHECK(cudaEventElapsedTime(&ms, m.step_start, m.step_end));
+  m.last_step_seconds = ms / 1e3;
   return out;
 }
 

@@ -26,6 +26,8 @@ struct CudaModelRunner::Impl {
   int32_t num_blocks, block_size;
   int64_t H, I, Q, KV, V;
   cudaStream_t stream = nullptr;
+  cudaEvent_t step_start = nullptr, step_end = nullptr;  // time each forward on the stream
+  double last_step_seconds = 0;
   cublasHandle_t cublas = nullptr;
   cuda::DeviceBuffer<bf16> embed, norm, lm_head;  // lm_head empty when tied to embed
   std::vector<Layer> layers;
