@@ -16,8 +16,10 @@ void require_shape(const Tensor& t, int64_t rows, int64_t cols, const char* what
   require(t.data.size() == to_size(rows * cols), what);
 }
 
-// Checks the batch against itself and the cache; returns the number of sequences.
-size_t check_input(const CpuModelRunner::Input& in, int32_t num_blocks, int32_t block_size) {
+}  // namespace
+
+int32_t check_runner_input(const CpuModelRunner::Input& in, int32_t num_blocks, int32_t block_size,
+                           int64_t vocab) {
   const size_t num_tokens = in.input_ids.size();
   require(in.positions.size() == num_tokens, "positions has one entry per token");
   require(in.slot_mapping.size() == num_tokens, "slot_mapping has one entry per token");
@@ -29,27 +31,31 @@ size_t check_input(const CpuModelRunner::Input& in, int32_t num_blocks, int32_t 
   require(in.max_blocks_per_seq >= 0 &&
               in.block_tables.size() == num_seqs * to_size(in.max_blocks_per_seq),
           "block_tables is [num_seqs, max_blocks_per_seq]");
+  for (int32_t id : in.input_ids) require(id >= 0 && id < vocab, "token id in [0, vocab)");
+  int32_t longest = 0;
   for (size_t s = 0; s < num_seqs; ++s) {
     const int32_t first = in.cu_seqlens[s], last = in.cu_seqlens[s + 1];
-    require(first <= last && last - first <= in.context_lens[s],
-            "context_lens[s] counts this step's tokens too");
+    const int32_t ctx = in.context_lens[s];
+    require(first <= last && last - first <= ctx, "context_lens[s] counts this step's tokens too");
+    require(last > first || !in.sample[s], "a sampled sequence has a token this step");
     const int32_t* table = in.block_tables.data() + s * to_size(in.max_blocks_per_seq);
+    if (last > first) {  // attention reads blocks 0 .. (ctx - 1) / block_size
+      require((ctx - 1) / block_size < in.max_blocks_per_seq, "the block table covers the context");
+      for (int32_t b = 0; b <= (ctx - 1) / block_size; ++b)
+        require(table[b] >= 0 && table[b] < num_blocks, "block table entries are cache blocks");
+    }
+    longest = std::max(longest, ctx);
     for (int32_t t = first; t < last; ++t) {
-      const int32_t pos = in.context_lens[s] - (last - t);  // new tokens end the context
+      const int32_t pos = ctx - (last - t);
       require(in.positions[to_size(t)] == pos, "positions run up to context_lens[s] - 1");
       const int32_t slot = in.slot_mapping[to_size(t)];
       if (slot < 0) continue;  // padding
-      require(pos / block_size < in.max_blocks_per_seq, "the block table covers each position");
-      const int32_t block = table[pos / block_size];
-      require(block >= 0 && block < num_blocks, "block table entries are blocks of the cache");
-      require(slot == block * block_size + pos % block_size,
+      require(slot == table[pos / block_size] * block_size + pos % block_size,
               "slot_mapping agrees with block_tables");
     }
   }
-  return num_seqs;
+  return longest;
 }
-
-}  // namespace
 
 CpuModelRunner::CpuModelRunner(const ModelSpec& model, const ModelWeights& weights,
                                int32_t num_blocks, int32_t block_size)
@@ -81,7 +87,8 @@ CpuModelRunner::CpuModelRunner(const ModelSpec& model, const ModelWeights& weigh
 }
 
 CpuModelRunner::Output CpuModelRunner::forward(const Input& in) {
-  const size_t num_seqs = check_input(in, num_blocks_, block_size_);
+  check_runner_input(in, num_blocks_, block_size_, model_.vocab_size);
+  const size_t num_seqs = in.cu_seqlens.size() - 1;
   const size_t T = in.input_ids.size();
   const int64_t H = model_.hidden_size, I = model_.intermediate_size;
   const int64_t Q = model_.num_heads * model_.head_dim;

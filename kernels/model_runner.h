@@ -62,4 +62,12 @@ class CpuModelRunner {
   std::vector<std::vector<float>> k_cache_, v_cache_;  // per layer: [num_slots, kv_heads, head_dim]
 };
 
+// Checks a step's input against itself, a cache of num_blocks x block_size slots and the
+// vocabulary, for every runner (CPU and CUDA): one entry per token in positions and slot_mapping,
+// cu_seqlens from 0 to num_tokens, context_lens counting this step's tokens, positions ending at
+// the context, slots agreeing with the block tables, blocks and token ids in range, a token for
+// every sampled sequence. Aborts with a message naming the broken rule. Returns the longest context.
+int32_t check_runner_input(const CpuModelRunner::Input& in, int32_t num_blocks, int32_t block_size,
+                           int64_t vocab);
+
 }  // namespace servesim

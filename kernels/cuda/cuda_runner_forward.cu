@@ -21,47 +21,6 @@ namespace {
 
 size_t to_size(int64_t n) { return static_cast<size_t>(n); }
 
-// CpuModelRunner's checks, plus those that keep the kernels inside their buffers: token ids in
-// the vocabulary, and every block a sequence's context reads inside the cache.
-// Returns the longest context.
-int32_t check_input(const CudaModelRunner::Input& in, int32_t num_blocks, int32_t block_size,
-                    int64_t vocab) {
-  const size_t num_tokens = in.input_ids.size();
-  require(in.positions.size() == num_tokens, "positions has one entry per token");
-  require(in.slot_mapping.size() == num_tokens, "slot_mapping has one entry per token");
-  require(!in.cu_seqlens.empty() && in.cu_seqlens.front() == 0, "cu_seqlens starts at 0");
-  require(to_size(in.cu_seqlens.back()) == num_tokens, "cu_seqlens ends at num_tokens");
-  const size_t num_seqs = in.cu_seqlens.size() - 1;
-  require(in.context_lens.size() == num_seqs, "context_lens has one entry per sequence");
-  require(in.sample.size() == num_seqs, "sample has one entry per sequence");
-  require(in.max_blocks_per_seq >= 0 &&
-              in.block_tables.size() == num_seqs * to_size(in.max_blocks_per_seq),
-          "block_tables is [num_seqs, max_blocks_per_seq]");
-  for (int32_t id : in.input_ids) require(id >= 0 && id < vocab, "token id in [0, vocab)");
-  int32_t longest = 0;
-  for (size_t s = 0; s < num_seqs; ++s) {
-    const int32_t first = in.cu_seqlens[s], last = in.cu_seqlens[s + 1];
-    const int32_t ctx = in.context_lens[s];
-    require(first <= last && last - first <= ctx, "context_lens[s] counts this step's tokens too");
-    require(last > first || !in.sample[s], "a sampled sequence has a token this step");
-    const int32_t* table = in.block_tables.data() + s * to_size(in.max_blocks_per_seq);
-    if (last > first) {  // attention reads blocks 0 .. (ctx - 1) / block_size
-      require((ctx - 1) / block_size < in.max_blocks_per_seq, "the block table covers the context");
-      for (int32_t b = 0; b <= (ctx - 1) / block_size; ++b)
-        require(table[b] >= 0 && table[b] < num_blocks, "block table entries are cache blocks");
-    }
-    longest = std::max(longest, ctx);
-    for (int32_t t = first; t < last; ++t) {
-      const int32_t pos = ctx - (last - t);
-      require(in.positions[to_size(t)] == pos, "positions run up to context_lens[s] - 1");
-      const int32_t slot = in.slot_mapping[to_size(t)];
-      if (slot < 0) continue;  // padding
-      require(slot == table[pos / block_size] * block_size + pos % block_size,
-              "slot_mapping agrees with block_tables");
-    }
-  }
-  return longest;
-}
 
 }  // namespace
 
@@ -114,7 +73,7 @@ void CudaModelRunner::Impl::reserve_activations(int64_t T, int64_t R, int parts)
 
 CudaModelRunner::Output CudaModelRunner::forward(const Input& in, bool return_logits) {
   Impl& m = *impl_;
-  const int32_t longest = check_input(in, m.num_blocks, m.block_size, m.V);
+  const int32_t longest = check_runner_input(in, m.num_blocks, m.block_size, m.V);
   const int64_t T = static_cast<int64_t>(in.input_ids.size());
   const int64_t S = static_cast<int64_t>(in.context_lens.size());
   Output out;
