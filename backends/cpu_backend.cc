@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "backends/kv_memory.h"
-#include "sim/presets.h"
+#include "backends/specs.h"
 
 namespace servesim {
 
@@ -32,47 +32,27 @@ IterationResult CpuBackend::run(const Batch& batch) {
 }
 
 Result<std::unique_ptr<Backend>> make_cpu_backend(const BackendSetup& setup) {
-  Result<std::string> hw_path = resolve_preset(
-      setup.hardware.empty() ? kDefaultCpuHardware : setup.hardware, PresetKind::kHardware, "--hardware");
-  if (!hw_path.ok()) return hw_path.error();
-  Result<HardwareSpec> hw = load_hardware(hw_path.value());
-  if (!hw.ok()) return hw.error();
-  Result<std::string> model_path = resolve_preset(
-      setup.model.empty() ? kDefaultCpuModel : setup.model, PresetKind::kModel, "--model");
-  if (!model_path.ok()) return model_path.error();
-  Result<ModelSpec> model = load_model(model_path.value());
-  if (!model.ok()) return model.error();
   if (setup.tp != 1) return Error{"--tp: the cpu backend runs on one host (tp 1)"};
-
-  auto weights = std::make_unique<ModelWeights>();
-  if (!setup.weights.empty()) {
-    Result<ModelWeights> w = load_safetensors(setup.weights, model.value());
-    if (!w.ok()) return w.error();
-    *weights = std::move(w.value());
-  } else {
-    *weights = random_weights(model.value(), setup.seed);
-  }
-  MemoryOptions mo;
-  mo.weights = mo.kv = DType::kFp32;
-  mo.gpu_memory_utilization = setup.gpu_memory_utilization;
-  mo.block_size = setup.block_size;
-  mo.max_num_seqs = setup.max_num_seqs;
-  mo.max_num_batched_tokens = setup.max_num_batched_tokens;
-  Result<MemoryPlan> memory = plan_memory(hw.value(), model.value(), mo);
+  Result<Specs> specs = load_specs(setup, kDefaultCpuHardware, kDefaultCpuModel);
+  if (!specs.ok()) return specs.error();
+  Result<ModelWeights> weights = load_weights(setup, specs.value().model);
+  if (!weights.ok()) return weights.error();
+  Result<MemoryPlan> memory = plan_memory(specs.value().hardware, specs.value().model,
+                                          memory_options(setup, DType::kFp32, DType::kFp32));
   if (!memory.ok()) return memory.error();
   // The engine allocates its cache for real: at most 256 MiB, plenty for a tiny model.
   const auto cap = static_cast<int64_t>((1 << 28) / memory.value().block_bytes);
   const auto blocks = static_cast<int32_t>(std::min(memory.value().num_blocks, cap));
   if (setup.kv_blocks > 0 && setup.kv_blocks > blocks) {
-    return Error{"kv.blocks " + std::to_string(setup.kv_blocks) + " is more than the cpu engine's cache of " +
-                 std::to_string(blocks) + " blocks"};
+    return Error{"kv.blocks " + std::to_string(setup.kv_blocks) +
+                 " is more than the cpu engine's cache of " + std::to_string(blocks) + " blocks"};
   }
   RooflineOptions ro;
   ro.weights = ro.kv = ro.activations = DType::kFp32;
   const int32_t num_blocks = setup.kv_blocks > 0 ? static_cast<int32_t>(setup.kv_blocks) : blocks;
   return std::unique_ptr<Backend>(std::make_unique<CpuBackend>(
-      RooflineModel(std::move(hw.value()), std::move(model.value()), ro), std::move(weights),
-      num_blocks, setup.block_size));
+      RooflineModel(std::move(specs.value().hardware), std::move(specs.value().model), ro),
+      std::make_unique<ModelWeights>(std::move(weights.value())), num_blocks, setup.block_size));
 }
 
 }  // namespace servesim

@@ -1,0 +1,42 @@
+#include "backends/specs.h"
+
+#include <string>
+#include <utility>
+
+#include "sim/presets.h"
+
+namespace servesim {
+
+Result<Specs> load_specs(const BackendSetup& setup, const char* default_hardware,
+                         const char* default_model) {
+  Result<std::string> hw_path = resolve_preset(
+      setup.hardware.empty() ? default_hardware : setup.hardware, PresetKind::kHardware, "--hardware");
+  if (!hw_path.ok()) return hw_path.error();
+  Result<HardwareSpec> hw = load_hardware(hw_path.value());
+  if (!hw.ok()) return hw.error();
+  Result<std::string> model_path = resolve_preset(
+      setup.model.empty() ? default_model : setup.model, PresetKind::kModel, "--model");
+  if (!model_path.ok()) return model_path.error();
+  Result<ModelSpec> model = load_model(model_path.value());
+  if (!model.ok()) return model.error();
+  return Specs{std::move(hw.value()), std::move(model.value())};
+}
+
+MemoryOptions memory_options(const BackendSetup& setup, DType weights, DType kv) {
+  MemoryOptions mo;
+  mo.tp = setup.tp;
+  mo.weights = weights;
+  mo.kv = kv;
+  mo.gpu_memory_utilization = setup.gpu_memory_utilization;
+  mo.block_size = setup.block_size;
+  mo.max_num_seqs = setup.max_num_seqs;
+  mo.max_num_batched_tokens = setup.max_num_batched_tokens;
+  return mo;
+}
+
+Result<ModelWeights> load_weights(const BackendSetup& setup, const ModelSpec& model) {
+  if (!setup.weights.empty()) return load_safetensors(setup.weights, model);
+  return random_weights(model, setup.seed);
+}
+
+}  // namespace servesim

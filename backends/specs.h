@@ -1,0 +1,30 @@
+// What every hardware-aware backend (roofline, cpu, cuda) reads from its setup: the hardware and
+// model files (presets by name, or files, with the backend's defaults), the memory options, and
+// for the real engines the weights.
+#pragma once
+
+#include "backends/backend.h"
+#include "backends/hardware.h"
+#include "backends/kv_memory.h"
+#include "backends/model.h"
+#include "kernels/weights.h"
+#include "sim/result.h"
+
+namespace servesim {
+
+struct Specs {
+  HardwareSpec hardware;
+  ModelSpec model;
+};
+
+// Resolves and loads setup.hardware and setup.model, or the given presets when they are empty.
+Result<Specs> load_specs(const BackendSetup& setup, const char* default_hardware,
+                         const char* default_model);
+
+// The setup's memory options, with the given element types of weights and KV cache.
+MemoryOptions memory_options(const BackendSetup& setup, DType weights, DType kv);
+
+// The engine's weights: the setup's safetensors file, or random weights of its seed.
+Result<ModelWeights> load_weights(const BackendSetup& setup, const ModelSpec& model);
+
+}  // namespace servesim
