@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backends/cuda_plugin.h"
 #include "backends/engine_batch.h"
 #include "backends/kv_memory.h"
 #include "backends/roofline.h"
@@ -70,3 +71,14 @@ Result<std::unique_ptr<Backend>> make_cuda_backend(const BackendSetup& setup) {
 }
 
 }  // namespace servesim
+
+bool servesim_cuda_make_backend(const servesim::BackendSetup* setup,
+                                std::unique_ptr<servesim::Backend>* out, std::string* error) {
+  servesim::Result<std::unique_ptr<servesim::Backend>> b = servesim::make_cuda_backend(*setup);
+  if (!b.ok()) {
+    *error = b.error().message;
+    return false;
+  }
+  *out = std::move(b.value());
+  return true;
+}

@@ -3,16 +3,15 @@
 #include <string>
 
 #include "backends/cpu_backend.h"
-#ifdef SERVESIM_HAVE_CUDA
-#include "backends/cuda_backend.h"
-#endif
+#include "backends/cuda_plugin.h"
 #include "backends/roofline_backend.h"
 #include "backends/unit.h"
 
 namespace servesim {
 
 const std::vector<BackendInfo>& backend_registry() {
-  static const std::vector<BackendInfo> kBackends = {
+  static const std::vector<BackendInfo> kBackends = [] {
+    std::vector<BackendInfo> all = {
       {"roofline",
        "analytic GPU roofline: each operator's FLOPs and bytes against the hardware file's peaks "
        "(default A100-80GB, Llama-3-8B); KV blocks derived as vLLM does",
@@ -21,17 +20,21 @@ const std::vector<BackendInfo>& backend_registry() {
        "the real engine on the host: executes every batch with the float32 reference model (tiny "
        "models), measures it, and logs the roofline's prediction beside it",
        &make_cpu_backend},
-#ifdef SERVESIM_HAVE_CUDA
       {"cuda",
        "the real engine on one NVIDIA GPU: executes every batch (bf16, cuBLAS), measures it, and "
        "logs the roofline's prediction beside it",
-       &make_cuda_backend},
-#endif
+       &load_cuda_backend},
       {"unit", "every iteration costs one time unit; KV memory unlimited unless kv.blocks is set",
        [](const BackendSetup&) -> Result<std::unique_ptr<Backend>> {
          return std::unique_ptr<Backend>(std::make_unique<UnitBackend>());
        }},
-  };
+    };
+    // The CUDA engine is listed only where a CUDA toolkit built it.
+    if (!cuda_engine_built()) {
+      std::erase_if(all, [](const BackendInfo& b) { return b.name == "cuda"; });
+    }
+    return all;
+  }();
   return kBackends;
 }
 
