@@ -1,10 +1,7 @@
 #include "backends/hardware.h"
 
-#include <filesystem>
-#include <fstream>
 #include <limits>
 #include <optional>
-#include <sstream>
 #include <string_view>
 #include <utility>
 
@@ -21,22 +18,6 @@ constexpr double kGiga = 1e9;                  // GB/s -> bytes/s
 constexpr double kTera = 1e12;                 // TFLOP/s -> FLOP/s
 constexpr double kMicro = 1e-6;                // us -> s
 
-Result<toml::table> parse_toml(const std::string& text, const std::string& path) {
-#if TOML_EXCEPTIONS
-  try {
-    return toml::parse(text, std::string_view(path));
-  } catch (const toml::parse_error& e) {
-    return error_at(path, e.source().begin, "", "malformed TOML: " + std::string(e.description()));
-  }
-#else
-  toml::parse_result parsed = toml::parse(text, std::string_view(path));
-  if (!parsed) {
-    return error_at(path, parsed.error().source().begin, "",
-                    "malformed TOML: " + std::string(parsed.error().description()));
-  }
-  return std::move(parsed).table();
-#endif
-}
 
 // Reads `key` as a number in (min, max] (or [min, max] when min_inclusive) into *out, scaled by
 // `scale`. Leaves *out alone when the key is absent, unless `required`.
@@ -54,17 +35,9 @@ Status read_number(const TableFields& f, std::string_view key, bool required, do
 }  // namespace
 
 Result<HardwareSpec> load_hardware(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    return Error{path + ": cannot open file (it is a directory)"};
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Error{path + ": cannot open file"};
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return Error{path + ": cannot read file"};
-
-  auto parsed = parse_toml(text.str(), path);
+  Result<std::string> text = read_text_file(path);
+  if (!text) return text.error();
+  auto parsed = parse_toml(text.value(), path);
   if (!parsed) return parsed.error();
   const toml::table& root = parsed.value();
   const TableFields f(root, path, "");

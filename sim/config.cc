@@ -3,18 +3,14 @@
 #include <sstream>
 
 #include "sim/options.h"
+#include "sim/toml_fields.h"
 
 namespace servesim {
 
 Result<toml::table> load_config_file(const std::string& path) {
-  try {
-    return toml::parse_file(path);
-  } catch (const toml::parse_error& e) {
-    const auto& b = e.source().begin;
-    if (b.line == 0) return Error{path + ": cannot read config file: " + std::string(e.description())};
-    return Error{path + ":" + std::to_string(b.line) + ":" + std::to_string(b.column) +
-                 ": malformed TOML: " + std::string(e.description())};
-  }
+  Result<std::string> text = read_text_file(path);
+  if (!text.ok()) return text.error();
+  return parse_toml(text.value(), path);
 }
 
 Status set_path(toml::table& table, std::string_view dotted_key, toml::node&& value) {

@@ -1,11 +1,45 @@
 #include "sim/toml_fields.h"
 
 #include <charconv>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <cmath>
 #include <limits>
 #include <utility>
 
 namespace servesim {
+
+Result<std::string> read_text_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return Error{path + ": cannot open file (it is a directory)"};
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error{path + ": cannot open file"};
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return Error{path + ": cannot read file"};
+  return text.str();
+}
+
+Result<toml::table> parse_toml(std::string_view text, const std::string& path) {
+#if TOML_EXCEPTIONS
+  try {
+    return toml::parse(text, std::string_view(path));
+  } catch (const toml::parse_error& e) {
+    return error_at(path, e.source().begin, "",
+                    "malformed TOML: " + std::string(e.description()));
+  }
+#else
+  toml::parse_result parsed = toml::parse(text, std::string_view(path));
+  if (!parsed) {
+    return error_at(path, parsed.error().source().begin, "",
+                    "malformed TOML: " + std::string(parsed.error().description()));
+  }
+  return std::move(parsed).table();
+#endif
+}
 namespace {
 
 // The earlier of a key's and its value's positions: the key for `a = 1`, the header's `[` for `[a]`.
@@ -78,7 +112,7 @@ std::string describe_value(const toml::node& node) {
       return s;
     }
     case toml::node_type::string:
-      return quoted(node.as_string()->get());
+      return servesim::quoted(node.as_string()->get());
     case toml::node_type::boolean:
       return node.as_boolean()->get() ? "true" : "false";
     case toml::node_type::table:

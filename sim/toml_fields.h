@@ -18,6 +18,14 @@
 
 namespace servesim {
 
+// The whole text of a file; errors: `PATH: cannot open file` (also for a folder), `PATH: cannot
+// read file`.
+Result<std::string> read_text_file(const std::string& path);
+
+// Parses TOML text; values keep `path` and their positions for messages. A syntax error is
+// `PATH:LINE:COL: malformed TOML: ...`.
+Result<toml::table> parse_toml(std::string_view text, const std::string& path);
+
 // "PATH:LINE:COL", or just "PATH" when the position is unknown (line 0).
 std::string format_where(const std::string& path, const toml::source_position& pos);
 

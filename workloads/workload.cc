@@ -2,10 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
-#include <filesystem>
-#include <fstream>
 #include <limits>
-#include <sstream>
 #include <utility>
 
 #include <toml++/toml.h>
@@ -26,23 +23,6 @@ namespace {
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 
-Result<toml::table> parse_toml(std::string_view text, const std::string& path) {
-#if TOML_EXCEPTIONS
-  try {
-    return toml::parse(text, std::string_view(path));
-  } catch (const toml::parse_error& e) {
-    return error_at(path, e.source().begin, "",
-                    "malformed TOML: " + std::string(e.description()));
-  }
-#else
-  toml::parse_result parsed = toml::parse(text, std::string_view(path));
-  if (!parsed) {
-    return error_at(path, parsed.error().source().begin, "",
-                    "malformed TOML: " + std::string(parsed.error().description()));
-  }
-  return std::move(parsed).table();
-#endif
-}
 
 // duration = T asks for more than kMaxGeneratedRequests requests.
 Error too_many_requests(const TableFields& g) {
@@ -269,16 +249,9 @@ Result<Workload> load_workload(const std::string& path, std::optional<uint64_t> 
     options.path = path;
     return replay_trace(options);
   }
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    return Error{path + ": cannot open file (it is a directory)"};
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Error{path + ": cannot open file"};
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return Error{path + ": cannot read file"};
-  return parse_workload(text.str(), path, seed_override);
+  Result<std::string> text = read_text_file(path);
+  if (!text) return text.error();
+  return parse_workload(text.value(), path, seed_override);
 }
 
 }  // namespace servesim
