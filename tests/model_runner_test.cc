@@ -13,32 +13,15 @@
 #include "backends/model.h"
 #include "kernels/cpu_ops.h"
 #include "kernels/weights.h"
+#include "tests/engine_harness.h"
 
 namespace servesim {
 namespace {
 
+using namespace servesim::testing;
+
 constexpr int32_t kNumBlocks = 64;
 constexpr int32_t kBlockSize = 4;
-
-ModelSpec tiny_model() {
-  auto m = load_model(SERVESIM_PROJECT_DIR "/data/models/tiny.json");
-  EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error().message);
-  return m.value();
-}
-
-std::vector<int32_t> random_tokens(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<int32_t> t(n);
-  for (int32_t& x : t) x = static_cast<int32_t>(rng() % 256);
-  return t;
-}
-
-// A sequence as the scheduler sees it: its tokens, its block table, and how many are cached.
-struct Seq {
-  std::vector<int32_t> tokens;
-  std::vector<int32_t> blocks;
-  int32_t computed = 0;
-};
 
 // Hands out blocks from the back of `free`, so the order of `free` decides the layout.
 struct BlockPool {
