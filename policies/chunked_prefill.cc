@@ -2,9 +2,10 @@
 
 #include <algorithm>
 #include <string>
+#include <tuple>
 #include <vector>
 
-#include "sim/options.h"
+#include "policies/vllm_config.h"
 
 namespace servesim {
 namespace {
@@ -12,57 +13,74 @@ namespace {
 // SGLang falls back from longest-prefix-match to FCFS when more requests than this wait.
 constexpr size_t kLpmMaxWaiting = 128;
 
+// vLLM's Scheduler.schedule() (vllm/v1/core/sched/scheduler.py), one iteration of it.
 class ChunkedPrefillPolicy final : public Policy {
  public:
-  ChunkedPrefillPolicy(bool prefix_cached, int32_t threshold, bool lpm)
-      : prefix_cached_(prefix_cached), threshold_(threshold), lpm_(lpm) {}
+  ChunkedPrefillPolicy(bool prefix_cached, VllmSchedulerConfig config)
+      : prefix_cached_(prefix_cached), config_(config) {}
 
   void next_batch(ReplicaView& view, Time /*now*/, Batch& batch) override {
     BlockManager& kv = view.kv();
     const std::vector<Sequence*>& running = view.running();
+    const std::deque<Sequence*>& waiting = view.waiting();
     int32_t budget = view.limits().max_num_batched_tokens;
+    const int32_t cap = threshold(running.size() + waiting.size(), budget);
     bool preempted = false;
 
     // 1. Running requests first, in admission order.
-    for (size_t i = 0; i < running.size() && budget > 0; ++i) {
+    size_t i = 0;
+    while (i < running.size() && budget > 0) {
       Sequence* seq = running[i];
-      const int32_t n = cap(seq->num_uncomputed(), budget);
-      bool scheduled = true;
+      const int32_t n = chunk(seq->num_uncomputed(), cap, budget);
+      Sequence* victim = nullptr;
       while (!kv.allocate(*seq, int64_t{seq->num_computed} + n)) {
-        Sequence* victim = running.back();  // the most recently admitted
+        // Out of KV blocks: preempt (recompute) the lowest-priority running request, which under
+        // fcfs is the most recently admitted, until seq fits or seq itself was preempted.
+        victim = config_.priority ? lowest_priority(running) : running.back();
+        const auto at = static_cast<size_t>(std::find(running.begin(), running.end(), victim) -
+                                            running.begin());
+        if (at < i) {  // priority: a request scheduled earlier in this step gives its tokens back
+          budget += unschedule(batch, victim);
+          --i;
+        }
         view.preempt(victim);
         preempted = true;
-        if (victim == seq) {
-          scheduled = false;
-          break;
-        }
+        if (victim == seq) break;
       }
-      if (!scheduled) break;
+      if (victim == seq) {
+        if (config_.priority) continue;  // the requests after it may still fit
+        break;
+      }
       batch.items.push_back({seq, n, seq->num_computed});
       budget -= n;
+      ++i;
     }
-    // As vLLM: no admissions in an iteration that preempted. But when the first running request
-    // preempted even itself (it outgrew the whole cache), the iteration would be empty: go on, so
-    // that it is rejected below rather than wait forever.
+    // As vLLM: no admissions in an iteration that preempted. But when the running requests
+    // preempted even themselves (one outgrew the whole cache), the iteration would be empty: go
+    // on, so that it is rejected below rather than wait forever (vLLM would stall).
     if (preempted && !batch.items.empty()) return;
 
-    // 2. Waiting requests.
-    const std::deque<Sequence*>& queue = view.waiting();
+    // 2. Waiting requests, in queue order (or longest cached prefix first).
+    const bool by_prefix = config_.lpm && waiting.size() > 1 && waiting.size() <= kLpmMaxWaiting;
+    if (by_prefix) order_by_prefix(waiting, kv);
     const auto max_seqs = static_cast<size_t>(view.limits().max_num_seqs);
-    if (lpm_ && queue.size() > 1 && queue.size() <= kLpmMaxWaiting) {
-      order_by_prefix(queue, kv);
-    } else {
-      order_.assign(queue.begin(), queue.end());
-    }
-    for (Sequence* seq : order_) {
-      if (budget <= 0 || running.size() >= max_seqs) break;
+    size_t k = 0;
+    while (budget > 0 && running.size() < max_seqs) {
+      Sequence* seq = by_prefix ? (k < order_.size() ? order_[k++] : nullptr)
+                                : (waiting.empty() ? nullptr : waiting.front());
+      if (seq == nullptr) break;
       if (!kv.fits_at_all(seq->num_tokens())) {
         view.reject(seq, "needs " + std::to_string(kv.blocks_for(seq->num_tokens())) +
                              " KV blocks; the cache has " + std::to_string(kv.num_total()));
         continue;
       }
       const int32_t cached = kv.cached_prefix_tokens(*seq);
-      const int32_t n = cap(seq->num_tokens() - cached, budget);
+      // scheduler_reserve_full_isl: the whole sequence must fit now, not just this chunk
+      // (KVCacheManager.allocate_slots, full_sequence_must_fit). Nobody overtakes it.
+      if (config_.scheduler_reserve_full_isl && !kv.can_allocate(*seq, seq->num_tokens(), cached)) {
+        break;
+      }
+      const int32_t n = chunk(seq->num_tokens() - cached, cap, budget);
       if (!kv.allocate(*seq, int64_t{cached} + n, cached)) break;  // nobody overtakes it
       view.admit(seq, cached);
       batch.items.push_back({seq, n, cached});
@@ -71,18 +89,45 @@ class ChunkedPrefillPolicy final : public Policy {
   }
 
   std::string_view name() const override { return prefix_cached_ ? "prefix-cached" : "chunked-prefill"; }
+  toml::table options() const override { return config_.to_toml(prefix_cached_); }
+  QueueOrder queue_order() const override {
+    return config_.priority ? QueueOrder::kPriority : QueueOrder::kFcfs;
+  }
+  FreeOrder kv_free_order() const override { return config_.release->free_order; }
 
-  toml::table options() const override {
-    toml::table t{{"long_prefill_token_threshold", threshold_}};
-    if (prefix_cached_) t.insert("order", lpm_ ? "lpm" : "fcfs");
+ private:
+  // long_prefill_token_threshold for this iteration (0: no cap), with `num_requests` running or
+  // waiting: lifted for a lone request, floored at a fair share of the budget when adaptive.
+  int32_t threshold(size_t num_requests, int32_t budget) const {
+    int32_t t = config_.long_prefill_token_threshold;
+    if (config_.release->lone_request_uncapped && num_requests <= 1) return 0;
+    if (t > 0 && config_.long_prefill_token_threshold_adaptive && num_requests > 0) {
+      t = std::max(t, static_cast<int32_t>(budget / static_cast<int64_t>(num_requests)));
+    }
     return t;
   }
 
- private:
-  // Tokens to compute this iteration: what is left, within the budget and the per-request cap.
-  int32_t cap(int32_t left, int32_t budget) const {
-    int32_t n = std::min(left, budget);
-    if (threshold_ > 0) n = std::min(n, threshold_);
+  // Tokens to compute this iteration: what is left, within the cap and the budget.
+  static int32_t chunk(int32_t left, int32_t cap, int32_t budget) {
+    if (cap > 0) left = std::min(left, cap);
+    return std::min(left, budget);
+  }
+
+  // vLLM: max(running, key=(priority, arrival_time)), the first such in running order.
+  static Sequence* lowest_priority(const std::vector<Sequence*>& running) {
+    Sequence* v = running.front();
+    for (Sequence* s : running) {
+      if (std::tie(s->priority, s->arrival) > std::tie(v->priority, v->arrival)) v = s;
+    }
+    return v;
+  }
+
+  // Takes seq's item out of the batch; returns its tokens.
+  static int32_t unschedule(Batch& batch, const Sequence* seq) {
+    auto it = std::find_if(batch.items.begin(), batch.items.end(),
+                           [&](const BatchItem& item) { return item.seq == seq; });
+    const int32_t n = it->new_tokens;
+    batch.items.erase(it);
     return n;
   }
 
@@ -97,21 +142,15 @@ class ChunkedPrefillPolicy final : public Policy {
   }
 
   const bool prefix_cached_;
-  const int32_t threshold_;
-  const bool lpm_;
-  std::vector<Sequence*> order_;                    // this iteration's admission order (reused)
+  const VllmSchedulerConfig config_;
+  std::vector<Sequence*> order_;                    // lpm: this iteration's admission order (reused)
   std::vector<std::pair<int32_t, Sequence*>> scored_;
 };
 
 Result<std::unique_ptr<Policy>> make(const toml::table& options, bool prefix_cached) {
-  OptionReader r(options, "policy");
-  const auto threshold =
-      static_cast<int32_t>(r.integer("long_prefill_token_threshold", 0, 0, INT32_MAX));
-  bool lpm = false;
-  if (prefix_cached) lpm = r.choice("order", "fcfs", {"fcfs", "lpm"}) == "lpm";
-  r.reject_unknown();
-  if (!r.ok()) return r.error();
-  return std::unique_ptr<Policy>(std::make_unique<ChunkedPrefillPolicy>(prefix_cached, threshold, lpm));
+  Result<VllmSchedulerConfig> config = read_vllm_scheduler_config(options, prefix_cached);
+  if (!config.ok()) return config.error();
+  return std::unique_ptr<Policy>(std::make_unique<ChunkedPrefillPolicy>(prefix_cached, config.value()));
 }
 
 }  // namespace

@@ -22,6 +22,13 @@
 
 namespace servesim {
 
+// The order of a replica's waiting queue, which the policy chooses (Policy::queue_order).
+enum class QueueOrder : uint8_t {
+  kFcfs,      // by arrival; a preempted request goes back to the front (vLLM's FCFSRequestQueue)
+  kPriority,  // by (priority, arrival, id), lowest first; a preempted request re-enters at its place
+              // (vLLM's PriorityRequestQueue, ordered by Request.__lt__)
+};
+
 struct SchedulerLimits {
   int32_t max_num_seqs = 256;             // sequences per iteration (vLLM's max_num_seqs)
   int32_t max_num_batched_tokens = 8192;  // tokens computed per iteration
@@ -32,7 +39,7 @@ class ReplicaView {
  public:
   virtual ~ReplicaView() = default;
 
-  // Requests waiting to be admitted, in queue order: preempted requests go back to the front.
+  // Requests waiting to be admitted, in the policy's queue_order().
   virtual const std::deque<Sequence*>& waiting() const = 0;
   // Admitted requests that hold KV blocks and have not finished, in admission order.
   virtual const std::vector<Sequence*>& running() const = 0;
@@ -48,7 +55,8 @@ class ReplicaView {
   // REQUIRES: seq is in waiting(); the policy has already allocated its KV blocks.
   virtual void admit(Sequence* seq, int32_t num_cached_tokens = 0) = 0;
   // Preemption by recompute: frees seq's blocks, forgets its computed tokens (its output so far is
-  // kept and recomputed with the prompt), and puts it at the front of waiting().
+  // kept and recomputed with the prompt), and puts it back in waiting() (at the front under
+  // QueueOrder::kFcfs).
   // REQUIRES: seq is in running() and not in the batch being formed.
   virtual void preempt(Sequence* seq) = 0;
   // Gives up on a request that can never be served; `reason` is stored with it.
@@ -74,6 +82,11 @@ class Policy {
   virtual std::string_view name() const = 0;
   // The policy's options with every default filled in, for the run's recorded configuration.
   virtual toml::table options() const = 0;
+
+  // How the replica orders its waiting queue for this policy; asked once, before the run.
+  virtual QueueOrder queue_order() const { return QueueOrder::kFcfs; }
+  // How the replica's block manager queues freed blocks for reuse; asked once, before the run.
+  virtual FreeOrder kv_free_order() const { return FreeOrder::kHashlessFirst; }
 };
 
 }  // namespace servesim

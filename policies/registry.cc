@@ -4,9 +4,21 @@
 #include "policies/continuous.h"
 #include "policies/static_batch.h"
 
+#include <string>
+
 namespace servesim {
 
 const std::vector<PolicyInfo>& policy_registry() {
+  // The options of the vLLM V1 scheduler policies (policies/vllm_config.h).
+  static const std::string kVllmOptions =
+      "vllm_version = \"0.33.0\" | \"0.11.0\" (the vLLM release mirrored), "
+      "long_prefill_token_threshold = 0 (prompt tokens a request may compute per iteration; 0 = no "
+      "cap), long_prefill_token_threshold_adaptive = false, scheduler_reserve_full_isl = true "
+      "(admit only if the whole prompt fits; 0.33.0 only), scheduling_policy = \"fcfs\" | "
+      "\"priority\" (lower request priority first)";
+  static const std::string kPrefixOptions =
+      kVllmOptions +
+      ", order = \"fcfs\" | \"lpm\" (longest prefix match first while at most 128 wait, as SGLang)";
   static const std::vector<PolicyInfo> kPolicies = {
       {"static", "FasterTransformer / Triton batcher: a batch runs until all its members finish",
        "max_wait = 0 (seconds to wait for a full batch; inf = until full or the workload ends), "
@@ -17,15 +29,13 @@ const std::vector<PolicyInfo>& policy_registry() {
        "(reserve prompt + max_tokens at admission, never preempt)",
        false, &make_continuous_policy},
       {"chunked-prefill",
-       "vLLM V1 / Sarathi-Serve: a token budget per iteration, running requests first, prompts cut "
-       "to the budget",
-       "long_prefill_token_threshold = 0 (tokens a prompt may compute per iteration; 0 = no cap)",
-       false, &make_chunked_prefill_policy},
+       "vLLM 0.33.0 V1 scheduler (Sarathi-Serve's stall-free batching): a token budget per "
+       "iteration, running requests first, prompts cut to the budget",
+       kVllmOptions, false, &make_chunked_prefill_policy},
       {"prefix-cached",
-       "vLLM V1 with automatic prefix caching: chunked-prefill that reuses cached leading KV blocks",
-       "long_prefill_token_threshold = 0, order = \"fcfs\" | \"lpm\" (longest prefix match first "
-       "while at most 128 wait, as SGLang)",
-       true, &make_prefix_cached_policy},
+       "vLLM 0.33.0 V1 scheduler with automatic prefix caching: chunked-prefill that reuses cached "
+       "leading KV blocks",
+       kPrefixOptions, true, &make_prefix_cached_policy},
   };
   return kPolicies;
 }

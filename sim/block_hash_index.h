@@ -40,6 +40,17 @@ class BlockHashIndex {
     }
   }
 
+  // Points the present `hash` at `block`. REQUIRES: find(hash) != kMissing.
+  void assign(uint64_t hash, int32_t block) {
+    assert(!slots_.empty());
+    size_t i = home(hash);
+    while (slots_[i].key != hash) {
+      assert(slots_[i].key != 0);
+      i = (i + 1) & mask_;
+    }
+    slots_[i].block = block;
+  }
+
   // Removes `hash` if present.
   void erase(uint64_t hash) {
     if (slots_.empty()) return;

@@ -11,15 +11,19 @@ uint64_t mix(uint64_t h, uint64_t v) { return content_id(h, v); }
 
 }  // namespace
 
-BlockManager::BlockManager(int32_t block_size, int64_t num_blocks, bool prefix_caching)
-    : block_size_(block_size), total_(num_blocks), prefix_caching_(prefix_caching) {
+BlockManager::BlockManager(int32_t block_size, int64_t num_blocks, bool prefix_caching,
+                           FreeOrder free_order)
+    : block_size_(block_size),
+      total_(num_blocks),
+      prefix_caching_(prefix_caching),
+      free_order_(free_order) {
   assert(block_size >= 1);
   assert(num_blocks >= 0 || num_blocks == kUnlimited);
 }
 
 int64_t BlockManager::num_free() const {
   if (unlimited()) return std::numeric_limits<int32_t>::max() - used_;
-  return (total_ - next_fresh_) + queued_;
+  return (total_ - next_fresh_) + queued_ + static_cast<int64_t>(spare_.size());
 }
 
 void BlockManager::unlink(int32_t id) {
@@ -44,7 +48,7 @@ void BlockManager::push_free(int32_t id) {
 
 int32_t BlockManager::take_block() {
   int32_t id;
-  if (unlimited() && !spare_.empty()) {
+  if (!spare_.empty()) {  // a freed block without a hash: nothing is evicted
     id = spare_.back();
     spare_.pop_back();
   } else if (unlimited() || next_fresh_ < total_) {
@@ -53,17 +57,48 @@ int32_t BlockManager::take_block() {
     hash_.push_back(0);
     prev_.push_back(kNone);
     next_.push_back(kNone);
+    same_hash_.push_back(kNone);
   } else {
     assert(head_ != kNone);
     id = head_;
     unlink(id);
-    uint64_t& h = hash_[static_cast<size_t>(id)];
-    if (h != 0) {  // evict: the least recently freed cached block gives way
-      cache_.erase(h);
-      h = 0;
-    }
+    if (hash_[static_cast<size_t>(id)] != 0) evict(id);  // the least recently freed cached block
   }
   return id;
+}
+
+void BlockManager::register_block(int32_t id, uint64_t hash) {
+  // vLLM's BlockPool._insert_block_hash: a block whose hash is already cached under another block
+  // is cached too, as a further copy; lookups keep finding the first.
+  hash_[static_cast<size_t>(id)] = hash;
+  same_hash_[static_cast<size_t>(id)] = kNone;
+  int32_t last = cache_.find(hash);
+  if (last == BlockHashIndex::kMissing) {
+    cache_.insert(hash, id);
+    return;
+  }
+  while (same_hash_[static_cast<size_t>(last)] != kNone) last = same_hash_[static_cast<size_t>(last)];
+  same_hash_[static_cast<size_t>(last)] = id;
+}
+
+void BlockManager::evict(int32_t id) {
+  // vLLM's BlockHashToBlockMap.pop(hash, block_id): only this copy goes; the others stay cached.
+  uint64_t& h = hash_[static_cast<size_t>(id)];
+  int32_t& after = same_hash_[static_cast<size_t>(id)];
+  const int32_t first = cache_.find(h);
+  if (first == id) {
+    if (after != kNone) {
+      cache_.assign(h, after);
+    } else {
+      cache_.erase(h);
+    }
+  } else {
+    int32_t prev = first;
+    while (same_hash_[static_cast<size_t>(prev)] != id) prev = same_hash_[static_cast<size_t>(prev)];
+    same_hash_[static_cast<size_t>(prev)] = after;
+  }
+  after = kNone;
+  h = 0;
 }
 
 void BlockManager::hash_blocks(Sequence& seq, size_t num_blocks) const {
@@ -165,16 +200,15 @@ bool BlockManager::allocate(Sequence& seq, int64_t num_tokens, int32_t num_cache
     seq.block_table.push_back(id);
   }
 
-  // Register the blocks these tokens fill: they are computed by the iteration being scheduled.
+  // Register the blocks these tokens fill: they are computed by the iteration being scheduled
+  // (vLLM's KVCacheManager.allocate_slots -> cache_blocks).
   if (prefix_caching_) {
     const auto full = static_cast<size_t>(num_tokens / block_size_);
     hash_blocks(seq, full);
     for (auto b = static_cast<size_t>(seq.num_registered_blocks); b < full; ++b) {
-      const uint64_t h = seq.block_hashes[b];
       const int32_t id = seq.block_table[b];
-      if (hash_[static_cast<size_t>(id)] == 0 && cache_.insert(h, id)) {
-        hash_[static_cast<size_t>(id)] = h;
-      }
+      assert(hash_[static_cast<size_t>(id)] == 0);  // a fresh block, never a claimed one
+      register_block(id, seq.block_hashes[b]);
     }
     seq.num_registered_blocks = static_cast<int32_t>(std::max(full, static_cast<size_t>(seq.num_registered_blocks)));
   }
@@ -188,10 +222,13 @@ void BlockManager::free(Sequence& seq) {
     assert(ref > 0);
     if (--ref > 0) continue;  // still shared by another sequence
     --used_;
-    if (!unlimited()) {
-      push_free(id);
-    } else if (hash_[static_cast<size_t>(id)] == 0) {
-      spare_.push_back(id);  // cached blocks stay cached forever when memory is unlimited
+    const bool hashless = hash_[static_cast<size_t>(id)] == 0;
+    if (unlimited()) {
+      if (hashless) spare_.push_back(id);  // cached blocks stay cached forever when unlimited
+    } else if (hashless && free_order_ == FreeOrder::kHashlessFirst) {
+      spare_.push_back(id);  // vLLM's BlockPool.free_blocks: reused before any cached block
+    } else {
+      push_free(id);  // cached: evicted least recently freed first
     }
   }
   seq.block_table.clear();

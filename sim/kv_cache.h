@@ -1,17 +1,24 @@
-// The paged KV block manager of one replica, as vLLM's: KV memory is a fixed number of blocks of
-// `block_size` tokens; a sequence holds a block table that grows as its tokens are computed.
+// The paged KV block manager of one replica, as vLLM's (vllm/v1/core: KVCacheManager, BlockPool,
+// FreeKVCacheBlockQueue): KV memory is a fixed number of blocks of `block_size` tokens; a sequence
+// holds a block table that grows as its tokens are computed.
 //
 // Policies ask it for room (can_allocate / allocate) and give room back (free); they never count
-// bytes themselves. Free blocks wait in a queue: never-used blocks first, then freed blocks in the
-// order they were freed, and allocation takes from the front (least recently used).
+// bytes themselves. Blocks nobody holds are free. Allocation takes blocks that hold no cached
+// content first (never used, or freed without a hash), and only then evicts cached blocks, least
+// recently freed first. That is vLLM's free queue since 0.33 (BlockPool.free_blocks prepends freed
+// blocks without a hash and appends hashed ones); with FreeOrder::kFifo, as vLLM 0.11, every freed
+// block joins the queue's tail in the order freed, and a hashless block freed late is taken after
+// cached blocks freed before it.
 //
 // With prefix caching (vLLM's automatic prefix caching), a full block is identified by a hash chained
 // from the sequence's first block over its content (Sequence::prompt_segments, output_id). A block is
 // registered in the cache when the allocation that will fill it is made, i.e. when the iteration
 // that computes it is scheduled, so a request admitted later in that iteration already reuses it. A
-// new sequence reuses the longest run of cached leading blocks (cached_prefix_tokens). A freed block
-// keeps its hash and can still be hit until it is taken from the free queue for reuse (LRU eviction).
-// A sequence frees its blocks tail first, so its tail is evicted before its head.
+// new sequence reuses the longest run of cached leading blocks (cached_prefix_tokens). Several
+// blocks may hold the same hash (two requests that computed the same prefix side by side); a lookup
+// finds the one registered first, and evicting one copy leaves the others cached (vLLM's
+// BlockHashToBlockMap). A freed block keeps its hash and can still be hit until it is taken for reuse
+// (LRU eviction). A sequence frees its blocks tail first, so its tail is evicted before its head.
 //
 // With an unlimited cache (the unit backend without kv.blocks) ids are handed out fresh, cached
 // blocks are never evicted, and nothing is preallocated: the cost of an operation never depends on
@@ -26,12 +33,19 @@
 
 namespace servesim {
 
+// Where a freed block waits for reuse (see above).
+enum class FreeOrder : uint8_t {
+  kHashlessFirst,  // vLLM >= 0.33: blocks without a hash are reused before any cached block
+  kFifo,           // vLLM 0.11: all freed blocks in the order freed
+};
+
 class BlockManager {
  public:
   static constexpr int64_t kUnlimited = -1;
 
   // REQUIRES: block_size >= 1; num_blocks >= 0 or kUnlimited.
-  BlockManager(int32_t block_size, int64_t num_blocks, bool prefix_caching = false);
+  BlockManager(int32_t block_size, int64_t num_blocks, bool prefix_caching = false,
+               FreeOrder free_order = FreeOrder::kHashlessFirst);
 
   int32_t block_size() const { return block_size_; }
   bool unlimited() const { return total_ == kUnlimited; }
@@ -43,7 +57,7 @@ class BlockManager {
   // Blocks that an allocation may take (cached blocks nobody holds included); very large when
   // unlimited.
   int64_t num_free() const;
-  // Cached blocks (held or not) that a new sequence could hit.
+  // Distinct cached contents (hashes) that a new sequence could hit, held or not.
   int64_t num_cached() const { return static_cast<int64_t>(cache_.size()); }
 
   // Blocks needed to hold `tokens` tokens.
@@ -72,26 +86,31 @@ class BlockManager {
  private:
   static constexpr int32_t kNone = -1;
 
-  int32_t take_block();                  // a free block: never used, else the LRU one (evicted)
+  int32_t take_block();                  // a free block: hashless first, else the LRU one (evicted)
   void unlink(int32_t id);               // out of the free queue
   void push_free(int32_t id);            // onto the free queue's tail
   void hash_blocks(Sequence& seq, size_t num_blocks) const;  // extends seq.block_hashes
-  int32_t lookup(uint64_t hash) const;   // cached block with this hash, or kNone
+  int32_t lookup(uint64_t hash) const;   // the first block cached with this hash, or kNone
+  void register_block(int32_t id, uint64_t hash);  // caches block id under hash (a copy if any)
+  void evict(int32_t id);                // drops block id's hash from the cache
   int64_t evictable_hits(const Sequence& seq, int32_t num_cached_tokens) const;
 
   const int32_t block_size_;
   const int64_t total_;
   const bool prefix_caching_;
+  const FreeOrder free_order_;
   int64_t used_ = 0;
   int32_t next_fresh_ = 0;  // ids below this have been handed out at least once
   // Per block id (grown as ids are handed out):
   std::vector<int32_t> ref_;       // sequences holding it
   std::vector<uint64_t> hash_;     // its hash while it is cached, else 0
   std::vector<int32_t> prev_, next_;  // links of the free queue
+  std::vector<int32_t> same_hash_; // the next block cached under the same hash, in registration order
   int32_t head_ = kNone, tail_ = kNone;
   int64_t queued_ = 0;             // blocks in the free queue
-  std::vector<int32_t> spare_;     // unlimited: freed uncached blocks, reused first
-  BlockHashIndex cache_;           // hash -> cached block
+  std::vector<int32_t> spare_;     // freed blocks without a hash, reused first (kHashlessFirst, or
+                                   // unlimited)
+  BlockHashIndex cache_;           // hash -> the first block cached under it
 };
 
 }  // namespace servesim

@@ -67,6 +67,23 @@ double OptionReader::number(std::string_view key, double def, double lo, double 
   return x;
 }
 
+bool OptionReader::boolean(std::string_view key, bool def) {
+  const toml::node* n = find(key);
+  if (n == nullptr) return def;
+  const auto* b = n->as_boolean();
+  if (b == nullptr) {
+    fail(*n, key, "true or false");
+    return def;
+  }
+  return b->get();
+}
+
+void OptionReader::refuse(std::string_view key, std::string_view why) {
+  const toml::node* n = find(key);
+  if (n == nullptr || !ok()) return;
+  error_.message = where(*n) + ": " + full(key) + ": " + std::string(why);
+}
+
 std::string OptionReader::string(std::string_view key, std::string def) {
   const toml::node* n = find(key);
   if (n == nullptr) return def;

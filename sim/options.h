@@ -34,6 +34,8 @@ class OptionReader {
   int64_t integer(std::string_view key, int64_t def, int64_t lo, int64_t hi);
   // A number (integer or float) in [lo, hi]; inf allowed when hi is inf.
   double number(std::string_view key, double def, double lo, double hi);
+  // true or false.
+  bool boolean(std::string_view key, bool def);
   // A non-empty string.
   std::string string(std::string_view key, std::string def);
   // One of the given strings.
@@ -42,6 +44,10 @@ class OptionReader {
   const toml::table* table(std::string_view key);
   // Marks a key as known without reading it.
   void allow(std::string_view key) { known_.insert(std::string(key)); }
+  // True if the table sets `key`.
+  bool has(std::string_view key) const { return table_.contains(key); }
+  // Fails on `key`, if the table sets it, with "where: prefix.key: <why>".
+  void refuse(std::string_view key, std::string_view why);
 
   // Every key of the table that no read above asked for is an error listing the known keys.
   void reject_unknown();

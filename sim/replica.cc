@@ -15,6 +15,7 @@ Replica::Replica(int32_t id, SchedulerLimits limits, int64_t max_model_len, Bloc
       max_model_len_(max_model_len),
       kv_(std::move(kv)),
       policy_(std::move(policy)),
+      queue_order_(policy_->queue_order()),
       backend_(std::move(backend)),
       recorders_(recorders),
       more_arrivals_(more_arrivals),
@@ -26,7 +27,11 @@ void Replica::enqueue(Request* r, Time now) {
   now_ = now;
   r->replica = static_cast<int16_t>(id_);
   r->status = RequestStatus::kWaiting;
-  waiting_.push_back(r);
+  if (queue_order_ == QueueOrder::kPriority) {
+    insert_by_priority(r);
+  } else {
+    waiting_.push_back(r);
+  }
   if (max_model_len_ > 0 && r->prompt_tokens >= max_model_len_) {
     reject(r, "prompt of " + std::to_string(r->prompt_tokens) +
                   " tokens leaves no room in the model's context of " +
@@ -138,7 +143,26 @@ void Replica::preempt(Sequence* seq) {
   seq->num_computed = 0;  // recompute: the prompt and the output so far are prefilled again
   ++seq->preemptions;
   seq->status = RequestStatus::kWaiting;
-  waiting_.push_front(seq);
+  if (queue_order_ == QueueOrder::kPriority) {
+    insert_by_priority(seq);
+  } else {
+    waiting_.push_front(seq);
+  }
+}
+
+void Replica::insert_by_priority(Sequence* seq) {
+  // vLLM's Request.__lt__: priority, then arrival time, then request id. Arrivals of one priority
+  // come in time order, so the common insertion is at the back.
+  const auto before = [](const Sequence* a, const Sequence* b) {
+    if (a->priority != b->priority) return a->priority < b->priority;
+    if (a->arrival != b->arrival) return a->arrival < b->arrival;
+    return req(a).id() < req(b).id();
+  };
+  if (waiting_.empty() || !before(seq, waiting_.back())) {
+    waiting_.push_back(seq);
+    return;
+  }
+  waiting_.insert(std::upper_bound(waiting_.begin(), waiting_.end(), seq, before), seq);
 }
 
 void Replica::reject(Sequence* seq, std::string reason) {

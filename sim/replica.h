@@ -61,6 +61,9 @@ class Replica final : public ReplicaView {
 
  private:
   static Request& req(Sequence* s) { return *static_cast<Request*>(s); }
+  static const Request& req(const Sequence* s) { return *static_cast<const Request*>(s); }
+  // Puts seq in waiting_ at its place under QueueOrder::kPriority.
+  void insert_by_priority(Sequence* seq);
   void complete(Request& r);
 
   const int32_t id_;
@@ -68,6 +71,7 @@ class Replica final : public ReplicaView {
   const int64_t max_model_len_;  // 0: no model
   BlockManager kv_;
   std::unique_ptr<Policy> policy_;
+  const QueueOrder queue_order_;
   std::unique_ptr<Backend> backend_;
   std::span<Recorder* const> recorders_;
   const bool* more_arrivals_;

@@ -43,6 +43,7 @@ struct RequestSpec {
   int32_t prompt_tokens = 1;
   int32_t output_tokens = 1;  // ground truth: how many tokens the response really has (>= 1)
   int32_t max_tokens = 0;     // the caller's limit; 0 = not given (the run's default applies)
+  int32_t priority = 0;       // scheduling priority, lower first (vLLM's); used by priority scheduling
   int32_t line = 0;           // source line in the workload file, 0 if generated (for messages)
   // The prompt's content, segment by segment; the segments' tokens add up to prompt_tokens. Empty:
   // the prompt is this request's own and shares nothing.
@@ -77,6 +78,7 @@ struct Sequence {
   int32_t index = 0;           // position in the run's request table
   int32_t prompt_tokens = 0;
   int32_t max_tokens = 0;      // effective limit on output tokens
+  int32_t priority = 0;        // lower is served first under priority scheduling (vLLM's)
   int32_t num_computed = 0;    // tokens whose KV is in the cache (reset to 0 by preemption)
   int32_t num_output = 0;      // output tokens generated so far
   int32_t preemptions = 0;

@@ -27,6 +27,7 @@ Simulator::Simulator(const std::vector<RequestSpec>& specs, const SimOptions& op
     r.index = static_cast<int32_t>(i);
     r.arrival = spec.arrival;
     r.prompt_tokens = spec.prompt_tokens;
+    r.priority = spec.priority;
     const int64_t room = options.max_model_len - spec.prompt_tokens;  // context left for output
     int64_t max_tokens = spec.max_tokens > 0          ? spec.max_tokens
                          : options.default_max_tokens > 0 ? options.default_max_tokens
@@ -70,10 +71,12 @@ Simulator::Simulator(const std::vector<RequestSpec>& specs, const SimOptions& op
     auto& backend = backends[static_cast<size_t>(i)];
     const int64_t blocks =
         options.kv_blocks >= 0 ? options.kv_blocks : backend->kv_blocks(options.block_size);
+    std::unique_ptr<Policy>& policy = policies[static_cast<size_t>(i)];
+    const FreeOrder free_order = policy->kv_free_order();
     replicas_.push_back(std::make_unique<Replica>(
         i, options.limits, options.max_model_len,
-        BlockManager(options.block_size, blocks, options.prefix_caching),
-        std::move(policies[static_cast<size_t>(i)]), std::move(backend), recorders_,
+        BlockManager(options.block_size, blocks, options.prefix_caching, free_order),
+        std::move(policy), std::move(backend), recorders_,
         &more_arrivals_, &settled_));
   }
   pending_wake_.assign(replicas_.size(), kNever);
