@@ -6,8 +6,10 @@
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <toml++/toml.h>
 
 #include "analysis/database.h"
+#include "sim/toml_fields.h"
 
 namespace servesim {
 namespace {
@@ -165,7 +167,9 @@ void print_summary(std::ostream& out, const SummaryHeader& header,
        std::to_string(header.run_id) + (header.db_path.empty() ? "" : " (" + header.db_path + ")"));
   if (!header.name.empty()) line(out, "Name:", header.name);
   if (!header.status.empty() && header.status != "done") line(out, "Status:", header.status);
-  line(out, "Policy / backend:", or_dash(header.policy) + " / " + or_dash(header.backend));
+  line(out, "Policy / backend:",
+       or_dash(header.policy) + (header.mirrors.empty() ? "" : " (" + header.mirrors + ")") + " / " +
+           or_dash(header.backend));
   if (!header.hardware.empty() || !header.model.empty()) {
     line(out, "Hardware / model:", or_dash(header.hardware) + " / " + or_dash(header.model));
   }
@@ -209,6 +213,14 @@ void print_summary(std::ostream& out, const SummaryHeader& header,
   out << std::string(kTableWidth, '=') << '\n';
 }
 
+std::string policy_release(std::string_view config_toml) {
+  Result<toml::table> parsed = parse_toml(config_toml, "config");
+  if (!parsed.ok()) return "";
+  const std::optional<std::string> version =
+      parsed.value()["policy"]["vllm_version"].value<std::string>();
+  return version ? "vLLM " + *version : "";
+}
+
 Status print_report(const std::string& db_path, std::optional<int64_t> run_id, ReportFormat format,
                     std::ostream& out) {
   Result<std::unique_ptr<Database>> db = Database::open_read_only(db_path);
@@ -229,6 +241,7 @@ Status print_report(const std::string& db_path, std::optional<int64_t> run_id, R
       header.hardware = text_of(r.row, "hardware");
       header.model = text_of(r.row, "model");
       header.workload = text_of(r.row, "workload");
+      header.mirrors = policy_release(text_of(r.row, "config"));
       print_summary(out, header, r.metrics);
       if (const std::string error = text_of(r.row, "error"); !error.empty()) {
         out << "Error: " << error << '\n';

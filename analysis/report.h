@@ -22,7 +22,12 @@ enum class ReportFormat { kText, kJson, kCsv };
 struct SummaryHeader {
   int64_t run_id = 0;
   std::string db_path{}, name{}, status{}, policy{}, backend{}, hardware{}, model{}, workload{};
+  std::string mirrors{};  // the engine release the policy mirrors ("vLLM 0.33.0"), if it names one
 };
+
+// The engine release a run's policy mirrors, from its recorded configuration (TOML): "vLLM X" when
+// [policy] has vllm_version = "X", else "".
+std::string policy_release(std::string_view config_toml);
 
 // Prints the summary table: label column padded to 40 characters as vLLM's. With backend == "unit"
 // times are in iterations and labelled "steps" (rates per step); otherwise durations are in seconds

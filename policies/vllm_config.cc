@@ -79,8 +79,9 @@ Result<VllmSchedulerConfig> read_vllm_scheduler_config(const toml::table& option
   if (c.priority && !rel.priority_mirrored) {
     r.refuse("scheduling_policy",
              "vLLM " + std::string(rel.version) +
-                 "'s priority preemption leaves a preempted request's tokens in the step (a "
-                 "defect fixed since); servesim mirrors priority scheduling as vLLM " +
+                 "'s priority scheduling keeps the tokens of a request it preempts in the step, "
+                 "and fails when two requests tie on priority and arrival time (both fixed "
+                 "since); servesim mirrors priority scheduling as vLLM " +
                  default_version + " does: set vllm_version = \"" + default_version + "\"");
   }
   if (prefix_cached) c.lpm = r.choice("order", "fcfs", {"fcfs", "lpm"}) == "lpm";

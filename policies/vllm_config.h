@@ -29,7 +29,8 @@ struct VllmRelease {
   // SchedulerConfig.long_prefill_token_threshold_adaptive exists.
   bool has_adaptive_threshold;
   // scheduling_policy = "priority" is mirrored (vLLM 0.11.0's priority preemption keeps the tokens
-  // of a request it preempts in the step, a defect servesim does not reproduce).
+  // of a request it preempts in the step, and its queue fails on a tie of priority and arrival
+  // time: defects servesim does not reproduce).
   bool priority_mirrored;
   // The order in which BlockPool.free_blocks queues freed blocks for reuse (#42656).
   FreeOrder free_order;

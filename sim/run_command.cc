@@ -258,6 +258,7 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
   header.hardware = hardware;
   header.model = model;
   header.workload = trace.value();
+  header.mirrors = policy_release(info.config_toml);
   switch (result.outcome) {
     case RunOutcome::kDone: header.status = "done"; break;
     case RunOutcome::kInterrupted: header.status = "interrupted"; break;

@@ -21,6 +21,14 @@ TEST(BlockHashIndex, FindsWhatWasInsertedAndKeepsTheFirst) {
   EXPECT_EQ(index.size(), 0u);
 }
 
+TEST(BlockHashIndex, AssignRepointsAPresentHash) {
+  BlockHashIndex index;
+  ASSERT_TRUE(index.insert(42, 7));
+  index.assign(42, 9);
+  EXPECT_EQ(index.find(42), 9);
+  EXPECT_EQ(index.size(), 1u);
+}
+
 // Random inserts and erases against std::unordered_map, with keys crowded into few home slots so
 // that probe runs wrap and backward-shift deletion is exercised.
 TEST(BlockHashIndex, AgreesWithAReferenceMapUnderChurn) {

@@ -150,6 +150,54 @@ TEST(PrefixCache, ClaimingAnUnreferencedCachedBlockUsesFreeRoom) {
   EXPECT_TRUE(kv.allocate(y.seq, 12, cached));  // 2 cached + 1 new fit
 }
 
+// vLLM 0.33's BlockPool.free_blocks: a freed block without a hash (a partial tail) is reused before
+// any cached block, however late it was freed. With FreeOrder::kFifo (vLLM 0.11) it waits behind
+// the cached blocks freed before it, and the next allocation evicts one of them.
+TEST(PrefixCache, HashlessFreedBlocksAreReusedBeforeCachedOnes) {
+  for (const FreeOrder order : {FreeOrder::kHashlessFirst, FreeOrder::kFifo}) {
+    BlockManager kv(4, 3, true, order);
+    Prompted x({{1, 8}}), w({{2, 1}});
+    ASSERT_TRUE(kv.allocate(x.seq, 8));  // two full blocks, cached
+    ASSERT_TRUE(kv.allocate(w.seq, 1));  // one partial block, no hash
+    kv.free(x.seq);
+    kv.free(w.seq);
+    Prompted v({{3, 3}});
+    ASSERT_TRUE(kv.allocate(v.seq, 3));  // one block
+    Prompted x2({{1, 8}, {4, 1}});
+    EXPECT_EQ(kv.cached_prefix_tokens(x2.seq), order == FreeOrder::kHashlessFirst ? 8 : 4);
+  }
+}
+
+// Two blocks computed with the same content are both cached (vLLM's BlockHashToBlockMap keeps
+// every copy): a lookup finds the first registered, and evicting one copy leaves the other.
+TEST(PrefixCache, EveryCopyOfABlockStaysCachedUntilItIsEvicted) {
+  BlockManager kv(4, 4, true);
+  Prompted a({{1, 4}, {5, 1}}), b({{1, 4}, {6, 1}});
+  ASSERT_TRUE(kv.allocate(a.seq, 4));  // a's copy of content 1, registered first
+  ASSERT_TRUE(kv.allocate(b.seq, 4));  // b computed it too (no lookup): a second copy
+  const int32_t a_copy = a.seq.block_table[0], b_copy = b.seq.block_table[0];
+  EXPECT_NE(a_copy, b_copy);
+  EXPECT_EQ(kv.num_cached(), 1);  // one content
+  Prompted probe({{1, 4}, {2, 1}});
+  ASSERT_EQ(kv.cached_prefix_tokens(probe.seq), 4);
+  kv.free(a.seq);  // a's copy queues for eviction first
+  kv.free(b.seq);
+  Prompted f1({{7, 4}}), f2({{8, 4}}), evict({{9, 4}});
+  ASSERT_TRUE(kv.allocate(f1.seq, 4));  // the two never-used blocks: nothing evicted
+  ASSERT_TRUE(kv.allocate(f2.seq, 4));
+  ASSERT_TRUE(kv.allocate(evict.seq, 4));  // evicts a's copy, the least recently freed
+  EXPECT_EQ(evict.seq.block_table[0], a_copy);
+  Prompted c({{1, 4}, {2, 1}});
+  EXPECT_EQ(kv.cached_prefix_tokens(c.seq), 4);  // b's copy still serves the hit
+  kv.free(f1.seq);
+  kv.free(f2.seq);
+  ASSERT_TRUE(kv.allocate(c.seq, 5, 4));
+  EXPECT_EQ(c.seq.block_table[0], b_copy);
+  kv.free(c.seq);
+  kv.free(evict.seq);
+  EXPECT_EQ(kv.num_used(), 0);
+}
+
 TEST(PrefixCache, OffWithoutPrefixCaching) {
   BlockManager kv(4, 16, false);
   Prompted a({{1, 8}}), b({{1, 8}, {2, 4}});

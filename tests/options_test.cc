@@ -21,6 +21,24 @@ TEST(OptionReader, ReadsTypedValuesWithDefaults) {
   EXPECT_TRUE(r.ok()) << r.error().message;
 }
 
+TEST(OptionReader, BooleansAndRefusedKeys) {
+  toml::table t = toml::parse("on = true\noff = false\nold = 4\n", std::string_view("p.toml"));
+  OptionReader r(t, "policy");
+  EXPECT_TRUE(r.boolean("on", false));
+  EXPECT_FALSE(r.boolean("off", true));
+  EXPECT_TRUE(r.boolean("absent", true));
+  EXPECT_TRUE(r.has("old"));
+  r.refuse("absent", "never said");  // not set: nothing to refuse
+  EXPECT_TRUE(r.ok());
+  r.refuse("old", "is gone; use new");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message, "p.toml:3:7: policy.old: is gone; use new");
+  toml::table bad = toml::parse("on = \"yes\"\n", std::string_view("p.toml"));
+  OptionReader b(bad, "policy");
+  b.boolean("on", false);
+  EXPECT_EQ(b.error().message, "p.toml:1:6: policy.on: expected true or false, got \"yes\"");
+}
+
 TEST(OptionReader, TheFirstErrorWinsAndNamesFileLineAndKey) {
   toml::table t = toml::parse("a = 1\nrelease = \"sometimes\"\nn = -1\n", std::string_view("p.toml"));
   OptionReader r(t, "policy");

@@ -90,7 +90,7 @@ TEST(ReplayTable, Errors) {
             "dir/w.toml:1:1: replay: missing required key 'path'");
   EXPECT_EQ(replay_error("[replay]\npath = 't.csv'\nspeed = 2\n"),
             "dir/w.toml:3:1: replay.speed: unknown key (known: path, format, limit, rate, "
-            "time_scale, block_tokens, columns)");
+            "time_scale, block_tokens, columns, priority)");
   EXPECT_EQ(replay_error("[replay]\npath = 't.csv'\nformat = 'splitwise'\n"),
             "dir/w.toml:3:10: replay.format: expected one of \"azure\", \"mooncake\", \"vidur\", "
             "\"csv\", got \"splitwise\"");
@@ -111,7 +111,7 @@ TEST(ReplayTable, Errors) {
             "dir/w.toml:3:11: replay.columns: expected a table ([replay.columns]), got 3");
   EXPECT_EQ(replay_error("[replay]\npath = 't.csv'\n[replay.columns]\nstart = 't'\n"),
             "dir/w.toml:4:1: replay.columns.start: unknown key (known: arrival, prompt_tokens, "
-            "output_tokens, id, max_tokens)");
+            "output_tokens, id, max_tokens, priority)");
   EXPECT_EQ(replay_error("[replay]\npath = ''\n"),
             "dir/w.toml:2:8: replay.path: expected a non-empty string, got \"\"");
 }

@@ -99,6 +99,21 @@ TEST(PrintSummary, OtherBackendsShowSecondsAndMilliseconds) {
   EXPECT_EQ(s.find("TPOT"), std::string::npos) << s;  // no tpot metrics: no section
 }
 
+TEST(PrintSummary, NamesTheReleaseAPolicyMirrors) {
+  EXPECT_EQ(policy_release("[policy]\nname = 'chunked-prefill'\nvllm_version = '0.33.0'\n"),
+            "vLLM 0.33.0");
+  EXPECT_EQ(policy_release("[policy]\nname = 'static'\n"), "");
+  EXPECT_EQ(policy_release("not toml ["), "");
+  std::ostringstream out;
+  print_summary(out, {.run_id = 1, .policy = "chunked-prefill", .backend = "unit",
+                      .mirrors = "vLLM 0.33.0"},
+                {});
+  EXPECT_NE(out.str().find("Policy / backend:                        chunked-prefill (vLLM 0.33.0) "
+                           "/ unit\n"),
+            std::string::npos)
+      << out.str();
+}
+
 TEST(ParseReportFormat, KnowsThreeFormats) {
   EXPECT_EQ(parse_report_format("text").value(), ReportFormat::kText);
   EXPECT_EQ(parse_report_format("json").value(), ReportFormat::kJson);

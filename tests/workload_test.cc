@@ -333,7 +333,7 @@ TEST(WorkloadErrors, MissingAndUnknownKeys) {
             "w.toml:3:1: request[1]: missing required key 'output_tokens'");
   EXPECT_EQ(parse_error("# a typo\n\n\n[[request]]\noutptu_tokens = 1\n"),
             "w.toml:5:1: request[0].outptu_tokens: unknown key (known: id, arrival, "
-            "prompt_tokens, output_tokens, max_tokens, prefix, after, think_time)");
+            "prompt_tokens, output_tokens, max_tokens, priority, prefix, after, think_time)");
 }
 
 TEST(WorkloadErrors, DuplicateIdsNameBothLines) {
@@ -394,7 +394,7 @@ TEST(WorkloadErrors, GenerateTable) {
             "w.toml:3:8: generate.seed: expected an integer >= 0, got -1");
   EXPECT_EQ(parse_error("[generate]\nrequests = 3\nrate = 5\n" + tail),
             "w.toml:3:1: generate.rate: unknown key (known: requests, duration, seed, max_tokens, "
-            "arrival, prompt_tokens, output_tokens, prefixes, sessions)");
+            "arrival, prompt_tokens, output_tokens, prefixes, sessions, priority)");
   EXPECT_EQ(parse_error("[generate]\nduration = 1e6\n[generate.arrival]\nprocess = 'poisson'\n"
                         "rate = 1000\n[generate.output_tokens]\ndist = 'fixed'\nvalue = 1\n"),
             "w.toml:2:12: generate.duration: yields more than 10000000 requests at this rate; "

@@ -160,6 +160,25 @@ Result<int32_t> parse_token_count(const LineReader& in, std::string_view column,
   return static_cast<int32_t>(v);
 }
 
+Result<int32_t> parse_priority(const LineReader& in, std::string_view column, std::string_view text) {
+  std::string_view digits = text;
+  if (const size_t dot = digits.find('.'); dot != std::string_view::npos) {
+    const std::string_view fraction = digits.substr(dot + 1);
+    if (!fraction.empty() && fraction.find_first_not_of('0') == std::string_view::npos) {
+      digits = digits.substr(0, dot);
+    }
+  }
+  int64_t v = 0;
+  const auto res = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+  const bool whole = res.ec == std::errc() && res.ptr == digits.data() + digits.size();
+  const std::string want = "an integer from " + std::to_string(std::numeric_limits<int32_t>::min()) +
+                           " to " + std::to_string(std::numeric_limits<int32_t>::max());
+  if (!whole || v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max()) {
+    return in.expected(column, want, text);
+  }
+  return static_cast<int32_t>(v);
+}
+
 Result<double> parse_seconds(const LineReader& in, std::string_view column, std::string_view text) {
   double v = 0;
   const auto res = std::from_chars(text.data(), text.data() + text.size(), v);

@@ -86,6 +86,9 @@ Status for_each_csv_row(LineReader& in, const CsvHeader& header, int64_t limit,
 Result<int32_t> parse_token_count(const LineReader& in, std::string_view column,
                                   std::string_view text);
 
+// A request priority: an integer that fits int32_t, negative allowed (".0" accepted, as above).
+Result<int32_t> parse_priority(const LineReader& in, std::string_view column, std::string_view text);
+
 // A time in seconds: a finite decimal number from 0 to 1e9 (kMaxArrivalSeconds).
 Result<double> parse_seconds(const LineReader& in, std::string_view column, std::string_view text);
 

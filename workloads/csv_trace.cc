@@ -38,6 +38,8 @@ Result<std::vector<RequestSpec>> read_csv_trace(const ReplayOptions& options) {
   if (!id_col) return id_col.error();
   auto max_col = optional_column(header.value(), names.max_tokens);
   if (!max_col) return max_col.error();
+  auto priority_col = optional_column(header.value(), names.priority);
+  if (!priority_col) return priority_col.error();
 
   std::vector<RequestSpec> rows;
   std::unordered_map<std::string, int32_t> id_lines;  // only with an id column: id -> its line
@@ -53,6 +55,12 @@ Result<std::vector<RequestSpec>> read_csv_trace(const ReplayOptions& options) {
       auto limit = parse_token_count(reader, names.max_tokens, fields[*max_col.value()]);
       if (!limit) return limit.error();
       max_tokens = limit.value();
+    }
+    int32_t priority = 0;
+    if (priority_col.value() && !fields[*priority_col.value()].empty()) {  // empty: the default 0
+      auto p = parse_priority(reader, names.priority, fields[*priority_col.value()]);
+      if (!p) return p.error();
+      priority = p.value();
     }
     std::string id = "r" + std::to_string(rows.size());
     if (id_col.value()) {
@@ -71,6 +79,7 @@ Result<std::vector<RequestSpec>> read_csv_trace(const ReplayOptions& options) {
     spec.prompt_tokens = prompt.value();
     spec.output_tokens = output.value();
     spec.max_tokens = max_tokens;
+    spec.priority = priority;
     return Ok{};
   };
   if (Status s = for_each_csv_row(reader, header.value(), options.limit, row); !s) return s.error();

@@ -119,7 +119,7 @@ Status read_after(const TableFields& f, std::vector<AfterRef>& refs) {
 Status read_request(const TableFields& f, size_t i, const Prefixes& prefixes, RequestSpec& spec,
                     bool& default_id, std::vector<AfterRef>& refs) {
   Status known = f.check_known({"id", "arrival", "prompt_tokens", "output_tokens", "max_tokens",
-                                "prefix", "after", "think_time"});
+                                "priority", "prefix", "after", "think_time"});
   if (!known) return known;
   if (Status s = f.require("output_tokens"); !s) return s;
   auto id = f.string("id");
@@ -141,6 +141,14 @@ Status read_request(const TableFields& f, size_t i, const Prefixes& prefixes, Re
   auto max_tokens = int32_field(f, "max_tokens", 0);
   if (!max_tokens) return max_tokens.error();
   spec.max_tokens = max_tokens.value();
+  // vLLM's request priority: lower is served first under scheduling_policy = "priority".
+  if (const toml::node* p = f.table().get("priority")) {
+    const auto* n = p->as_integer();
+    if (n == nullptr || n->get() < std::numeric_limits<int32_t>::min() || n->get() > kInt32Max) {
+      return f.expected("priority", "a 32-bit integer (lower is served first)");
+    }
+    spec.priority = static_cast<int32_t>(n->get());
+  }
 
   auto prefix = f.string("prefix");
   if (!prefix) return prefix.error();

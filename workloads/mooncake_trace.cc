@@ -137,6 +137,15 @@ Result<std::vector<RequestSpec>> read_mooncake_trace(const ReplayOptions& option
     if (Status s = segments(reader, row, spec.prompt_tokens, options.block_tokens, spec.prompt); !s) {
       return s.error();
     }
+    if (const auto it = row.find("priority"); it != row.end()) {  // optional: vLLM's priority
+      const json& p = *it;
+      if (!p.is_number_integer() ||
+          (p.is_number_unsigned() ? p.get<uint64_t>() > uint64_t{INT32_MAX}
+                                  : p.get<int64_t>() < INT32_MIN || p.get<int64_t>() > INT32_MAX)) {
+        return reader.error("priority: expected a 32-bit integer, got " + shown(p));
+      }
+      spec.priority = static_cast<int32_t>(p.get<int64_t>());
+    }
     rows.push_back(std::move(spec));
   }
   if (rows.empty()) return Error{options.path + ": empty trace (no rows)"};

@@ -36,14 +36,17 @@ std::optional<TraceFormat> format_named(std::string_view name) {
 
 // Reads [replay.columns] into `columns`.
 Status read_columns(const TableFields& f, CsvColumns& columns) {
-  if (Status s = f.check_known({"arrival", "prompt_tokens", "output_tokens", "id", "max_tokens"}); !s) {
+  if (Status s = f.check_known(
+          {"arrival", "prompt_tokens", "output_tokens", "id", "max_tokens", "priority"});
+      !s) {
     return s;
   }
   std::pair<const char*, std::string*> keys[] = {{"arrival", &columns.arrival},
                                                  {"prompt_tokens", &columns.prompt_tokens},
                                                  {"output_tokens", &columns.output_tokens},
                                                  {"id", &columns.id},
-                                                 {"max_tokens", &columns.max_tokens}};
+                                                 {"max_tokens", &columns.max_tokens},
+                                                 {"priority", &columns.priority}};
   for (auto& [key, out] : keys) {
     auto name = f.string(key);
     if (!name) return name.error();
@@ -110,7 +113,7 @@ bool is_trace_path(const std::string& path) {
 Result<ReplayOptions> parse_replay_table(const toml::table& replay, const std::string& workload_path) {
   const TableFields f(replay, workload_path, "replay");
   if (Status s = f.check_known(
-          {"path", "format", "limit", "rate", "time_scale", "block_tokens", "columns"});
+          {"path", "format", "limit", "rate", "time_scale", "block_tokens", "columns", "priority"});
       !s) {
     return s.error();
   }
@@ -159,6 +162,17 @@ Result<ReplayOptions> parse_replay_table(const toml::table& replay, const std::s
         !s) {
       return s.error();
     }
+  }
+  auto priority = f.subtable("priority");
+  if (!priority) return priority.error();
+  if (priority.value()) {
+    if (!o.columns.priority.empty()) {
+      return f.error_at_key("priority", "the trace's priority column already gives priorities; "
+                                        "remove [replay.priority] or columns.priority");
+    }
+    auto read = read_priority_options(*priority.value(), workload_path, "replay.priority");
+    if (!read) return read.error();
+    o.priority = std::move(read).value();
   }
   return o;
 }
@@ -212,6 +226,10 @@ Result<Workload> replay_trace(const ReplayOptions& o) {
   std::stable_sort(w.requests.begin(), w.requests.end(),
                    [](const RequestSpec& a, const RequestSpec& b) { return a.arrival < b.arrival; });
   if (Status s = retime(o, w.requests); !s) return s.error();
+  if (o.priority) {
+    w.seed = o.seed;
+    assign_priorities(*o.priority, o.seed, w.requests);
+  }
   return w;
 }
 

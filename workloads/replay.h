@@ -22,6 +22,7 @@
 #include <toml++/toml.h>
 
 #include "sim/result.h"
+#include "workloads/priorities.h"
 #include "workloads/workload.h"
 
 namespace servesim {
@@ -38,6 +39,7 @@ struct CsvColumns {
   std::string output_tokens = "output_tokens";
   std::string id = "";          // optional: the request ids (non-empty, unique)
   std::string max_tokens = "";  // optional: the caller's limit; an empty cell means not given
+  std::string priority = "";    // optional: the request's priority (an integer; empty cell: 0)
 };
 
 struct ReplayOptions {
@@ -48,11 +50,14 @@ struct ReplayOptions {
   double time_scale = 1.0;            // multiplies every arrival (after the shift to 0); > 0
   int32_t block_tokens = 512;         // mooncake: prompt tokens per hash id
   CsvColumns columns;                 // csv: column names
+  std::optional<PriorityOptions> priority;  // [replay.priority]: priorities drawn per row
+  uint64_t seed = 0;                  // the seed of those draws (the run's --seed, else 0)
 };
 
 // Reads a [replay] table of the workload file `workload_path`. Keys: path (required; relative to the
 // workload file's folder), format, limit (>= 1), rate (> 0), time_scale (> 0), block_tokens (>= 1,
-// mooncake), columns (csv: a table with arrival, prompt_tokens, output_tokens, id, max_tokens).
+// mooncake), columns (csv: a table with arrival, prompt_tokens, output_tokens, id, max_tokens,
+// priority), priority (a table of values and weights to draw priorities from; workloads/priorities.h).
 // `columns` without `format` means format = "csv". Errors, one line, `PATH:LINE:COL: replay.KEY: ...`:
 // an unknown or mistyped key, rate together with time_scale, columns or block_tokens with a format
 // that has no use for them. The trace file itself is not opened here.

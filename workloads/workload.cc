@@ -13,6 +13,7 @@
 #include "workloads/distribution.h"
 #include "workloads/explicit_requests.h"
 #include "workloads/prefixes.h"
+#include "workloads/priorities.h"
 #include "workloads/replay.h"
 #include "workloads/rng.h"
 #include "workloads/sessions.h"
@@ -65,7 +66,8 @@ Result<Workload> generate(const toml::table& table, const std::string& path,
                           std::optional<uint64_t> seed_override) {
   const TableFields g(table, path, "generate");
   Status known = g.check_known({"requests", "duration", "seed", "max_tokens", "arrival",
-                                "prompt_tokens", "output_tokens", "prefixes", "sessions"});
+                                "prompt_tokens", "output_tokens", "prefixes", "sessions",
+                                "priority"});
   if (!known) return known.error();
 
   if (g.has("requests") && g.has("duration")) {
@@ -115,6 +117,8 @@ Result<Workload> generate(const toml::table& table, const std::string& path,
   if (!prefixes) return prefixes.error();
   auto sessions = optional_table<SessionOptions>(g, "sessions", read_session_options);
   if (!sessions) return sessions.error();
+  auto priority = optional_table<PriorityOptions>(g, "priority", read_priority_options);
+  if (!priority) return priority.error();
 
   Workload w;
   w.path = path;
@@ -134,6 +138,7 @@ Result<Workload> generate(const toml::table& table, const std::string& path,
     auto turns = generate_sessions(*sessions.value(), starts.value(), draws, s);
     if (!turns) return turns.error();
     w.requests = std::move(turns).value();
+    if (priority.value()) assign_priorities(*priority.value(), w.seed, w.requests);
     return w;
   }
 
@@ -157,6 +162,7 @@ Result<Workload> generate(const toml::table& table, const std::string& path,
                                            "generate.prompt_tokens.max");
     }
   }
+  if (priority.value()) assign_priorities(*priority.value(), w.seed, w.requests);
   return w;
 }
 
@@ -205,6 +211,7 @@ Result<Workload> parse_workload(std::string_view text, const std::string& path,
     }
     auto options = parse_replay_table(*node.as_table(), path);
     if (!options) return options.error();
+    options.value().seed = seed_override.value_or(0);
     auto replayed = replay_trace(options.value());  // sorted by arrival, no dependencies
     if (!replayed) {
       return Error{replayed.error().message + " (the trace of [replay] at " +

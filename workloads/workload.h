@@ -2,15 +2,16 @@
 //
 // A workload file has exactly one of (see DESIGN.md, "Workload TOML"):
 //   [[request]] entries  explicit requests: id, arrival (s), prompt_tokens, output_tokens, max_tokens,
-//                        and optionally prefix (the id of a [[prefix]] entry, prepended to the prompt),
+//                        priority (vLLM's: lower first), and optionally prefix (the id of a [[prefix]] entry, prepended to the prompt),
 //                        after (ids of requests that must finish first) and think_time (s); the
 //                        [[prefix]] entries (id, tokens) may only go with them (explicit_requests.h)
 //   [generate]           requests drawn at random: requests = N or duration = T (s), seed, max_tokens,
 //                        and the tables [generate.arrival] (required; see arrival.h),
 //                        [generate.output_tokens] (required) and [generate.prompt_tokens] (optional,
 //                        default: every prompt 1 token), each a length distribution (distribution.h);
-//                        optionally [generate.prefixes] (shared prompt prefixes, prefixes.h) and
-//                        [generate.sessions] (N counts multi-turn conversations, sessions.h)
+//                        optionally [generate.prefixes] (shared prompt prefixes, prefixes.h),
+//                        [generate.sessions] (N counts multi-turn conversations, sessions.h) and
+//                        [generate.priority] (request priorities drawn, priorities.h)
 //   [replay]             a trace file replayed (replay.h): Azure, Vidur, Mooncake or named-column CSV
 //
 // Generated requests are named r0, r1, ... in arrival order (turns of conversations: s0.t0, s0.t1,
