@@ -28,11 +28,12 @@ const std::array<TableSchema, 4>& schema() {
        "workload TEXT, config TEXT, seed INTEGER, version TEXT, wall_seconds REAL, error TEXT);"},
       {"requests",
        {"run_id", "id", "replica", "arrival", "scheduled", "first_token", "finished",
-        "prompt_tokens", "output_tokens", "cached_tokens", "preemptions", "status", "reason"},
+        "prompt_tokens", "output_tokens", "cached_tokens", "preemptions", "status", "reason",
+        "priority"},
        "CREATE TABLE IF NOT EXISTS requests(run_id INTEGER, id TEXT, replica INTEGER, "
        "arrival REAL, scheduled REAL, first_token REAL, finished REAL, prompt_tokens INTEGER, "
        "output_tokens INTEGER, cached_tokens INTEGER, preemptions INTEGER, status TEXT, "
-       "reason TEXT, PRIMARY KEY (run_id, id));"},
+       "reason TEXT, priority INTEGER, PRIMARY KEY (run_id, id));"},
       {"iterations",
        {"run_id", "replica", "step", "start", "duration", "num_seqs", "prefill_tokens",
         "decode_tokens", "kv_blocks_used", "kv_blocks_total", "predicted"},
@@ -173,6 +174,18 @@ Status Database::check_schema(bool create) {
       return Error{error_message()};
     }
     std::vector<std::string> expected(t.columns.begin(), t.columns.end());
+    if (t.name == "requests" && columns.size() + 1 == expected.size() &&
+        std::equal(columns.begin(), columns.end(), expected.begin())) {
+      // Schema version 1, before requests.priority: readable as it is; upgraded to write to it.
+      if (!create) continue;
+      if (Status s = exec("BEGIN IMMEDIATE; ALTER TABLE requests ADD COLUMN priority INTEGER; "
+                          "PRAGMA user_version = 2; COMMIT;");
+          !s.ok()) {
+        (void)exec("ROLLBACK;");
+        return s;
+      }
+      continue;
+    }
     if (columns != expected) {
       return Error{path_ + ": table " + std::string(t.name) + " has columns (" + join(columns) +
                    "), expected (" + join(expected) +

@@ -30,7 +30,9 @@
 
 namespace servesim {
 
-inline constexpr int kSchemaVersion = 1;  // PRAGMA user_version of databases this code writes
+// PRAGMA user_version of databases this code writes. 2: requests.priority (a version-1 database is
+// upgraded in place when opened for writing, its old rows' priority NULL; read-only opens read it).
+inline constexpr int kSchemaVersion = 2;
 
 struct RunInfo {
   // Every field has a default, so designated initializers may name only some (-Wextra is quiet).

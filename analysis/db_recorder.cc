@@ -7,8 +7,8 @@ namespace {
 
 constexpr const char* kInsertRequest =
     "INSERT INTO requests(run_id, id, replica, arrival, scheduled, first_token, finished, "
-    "prompt_tokens, output_tokens, cached_tokens, preemptions, status, reason) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+    "prompt_tokens, output_tokens, cached_tokens, preemptions, status, reason, priority) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 constexpr const char* kInsertIteration =
     "INSERT INTO iterations(run_id, replica, step, start, duration, num_seqs, prefill_tokens, "
     "decode_tokens, kv_blocks_used, kv_blocks_total, predicted) "
@@ -150,6 +150,7 @@ void DbRecorder::on_request(const Request& r) {
   sqlite3_bind_int(s, 11, r.preemptions);
   sqlite3_bind_text(s, 12, status_name(r), -1, SQLITE_STATIC);
   bind_text_or_null(s, 13, r.reason);
+  sqlite3_bind_int(s, 14, r.priority);
   write_row(s);
 }
 

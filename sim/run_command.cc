@@ -76,6 +76,8 @@ void print_run_help(std::ostream& out) {
          "  sim --policy continuous --trace pareto.toml\n"
          "  sim --backend unit --policy static --max-num-seqs 3 --trace seed-toy.toml\n"
          "  sim --policy static --set policy.max_wait=inf --set policy.release=batch --trace seed-toy.toml\n"
+         "  sim --policy prefix-cached --set policy.vllm_version=0.11.0 --trace shared-prefix.toml\n"
+         "  sim --policy chunked-prefill --set policy.scheduling_policy=priority --trace priority.toml\n"
          "  sim report --format json        # the latest run, read back from sim.db\n"
          "\nOther commands: sim report --help, sim list policies|backends|hardware|models\n";
 }

@@ -56,7 +56,7 @@ TEST_F(DatabaseTest, CreatesSchemaAndAppendsRuns) {
     auto db = Database::open(p);
     ASSERT_TRUE(db.ok()) << db.error().message;
     EXPECT_EQ(one(*db.value(), "PRAGMA journal_mode"), "wal");
-    EXPECT_EQ(one(*db.value(), "PRAGMA user_version"), "1");
+    EXPECT_EQ(one(*db.value(), "PRAGMA user_version"), "2");
     auto id = db.value()->begin_run(
         {.name = "first", .policy = "static", .backend = "unit", .seed = 7, .version = "0.1.0"});
     ASSERT_TRUE(id.ok()) << id.error().message;
@@ -76,6 +76,48 @@ TEST_F(DatabaseTest, CreatesSchemaAndAppendsRuns) {
   EXPECT_EQ(started.size(), 24u) << started;  // 2025-01-31T14:03:07.250Z
   EXPECT_EQ(started.back(), 'Z');
   EXPECT_NE(one(d, "SELECT julianday(started_at) FROM runs WHERE id = 1"), "NULL");
+}
+
+// A database written before requests.priority (schema version 1) is read as it is and upgraded in
+// place when a run is appended; its old rows keep a NULL priority.
+TEST_F(DatabaseTest, UpgradesAVersion1DatabaseWithoutLosingRows) {
+  const std::string p = path("v1.db");
+  sqlite3* raw = nullptr;
+  sqlite3_open(p.c_str(), &raw);
+  sqlite3_exec(raw,
+               "CREATE TABLE runs(id INTEGER PRIMARY KEY, name TEXT, started_at TEXT, "
+               "finished_at TEXT, status TEXT, policy TEXT, backend TEXT, hardware TEXT, "
+               "model TEXT, workload TEXT, config TEXT, seed INTEGER, version TEXT, "
+               "wall_seconds REAL, error TEXT);"
+               "CREATE TABLE requests(run_id INTEGER, id TEXT, replica INTEGER, arrival REAL, "
+               "scheduled REAL, first_token REAL, finished REAL, prompt_tokens INTEGER, "
+               "output_tokens INTEGER, cached_tokens INTEGER, preemptions INTEGER, status TEXT, "
+               "reason TEXT, PRIMARY KEY (run_id, id));"
+               "CREATE TABLE iterations(run_id INTEGER, replica INTEGER, step INTEGER, start REAL, "
+               "duration REAL, num_seqs INTEGER, prefill_tokens INTEGER, decode_tokens INTEGER, "
+               "kv_blocks_used INTEGER, kv_blocks_total INTEGER, predicted REAL, "
+               "PRIMARY KEY (run_id, replica, step));"
+               "CREATE TABLE metrics(run_id INTEGER, name TEXT, value REAL, "
+               "PRIMARY KEY (run_id, name));"
+               "INSERT INTO runs(id, name, status) VALUES (1, 'old', 'done');"
+               "INSERT INTO requests(run_id, id, status) VALUES (1, 'r0', 'finished');"
+               "PRAGMA user_version = 1;",
+               nullptr, nullptr, nullptr);
+  sqlite3_close(raw);
+  {
+    auto ro = Database::open_read_only(p);
+    ASSERT_TRUE(ro.ok()) << ro.error().message;
+    EXPECT_EQ(one(*ro.value(), "PRAGMA user_version"), "1");  // reading changes nothing
+  }
+  auto db = Database::open(p);
+  ASSERT_TRUE(db.ok()) << db.error().message;
+  Database& d = *db.value();
+  EXPECT_EQ(one(d, "PRAGMA user_version"), "2");
+  EXPECT_EQ(one(d, "SELECT id || ',' || status || ',' || ifnull(priority, 'NULL') FROM requests"),
+            "r0,finished,NULL");
+  EXPECT_EQ(one(d, "SELECT name FROM runs WHERE id = 1"), "old");
+  auto again = Database::open(p);  // and opens as a current database from then on
+  ASSERT_TRUE(again.ok()) << again.error().message;
 }
 
 TEST_F(DatabaseTest, RefusesFilesThatAreNotServesimDatabases) {
@@ -154,6 +196,7 @@ TEST_F(DatabaseTest, RecorderWritesRowsMetricsAndStatus) {
     Request rb = make_request(b, RequestStatus::kRejected);
     rb.reason = "prompt of 99999 tokens exceeds KV memory of 16000 tokens";
     Request rc = make_request(c, RequestStatus::kRunning);
+    rc.priority = -2;
     rc.replica = 0;
     rc.num_output = 4;
     rc.preemptions = 1;
@@ -172,11 +215,12 @@ TEST_F(DatabaseTest, RecorderWritesRowsMetricsAndStatus) {
                    "SELECT id || ',' || ifnull(replica, 'NULL') || ',' || arrival || ',' || "
                    "ifnull(scheduled, 'NULL') || ',' || ifnull(first_token, 'NULL') || ',' || "
                    "ifnull(finished, 'NULL') || ',' || output_tokens || ',' || preemptions || "
-                   "',' || status || ',' || ifnull(reason, 'NULL') FROM requests ORDER BY id"),
-            (std::vector<std::string>{"a,0,0.5,0.5,0.75,2.0,3,0,finished,NULL",
+                   "',' || status || ',' || ifnull(reason, 'NULL') || ',' || priority FROM requests "
+                   "ORDER BY id"),
+            (std::vector<std::string>{"a,0,0.5,0.5,0.75,2.0,3,0,finished,NULL,0",
                                       "b,NULL,0.0,NULL,NULL,NULL,0,0,rejected,"
-                                      "prompt of 99999 tokens exceeds KV memory of 16000 tokens",
-                                      "c,0,0.0,NULL,NULL,NULL,4,1,unfinished,NULL"}));
+                                      "prompt of 99999 tokens exceeds KV memory of 16000 tokens,0",
+                                      "c,0,0.0,NULL,NULL,NULL,4,1,unfinished,NULL,-2"}));
   EXPECT_EQ(one(d, "SELECT status FROM runs WHERE id = 1"), "interrupted");
   EXPECT_EQ(one(d, "SELECT error FROM runs WHERE id = 1"), "NULL");
   EXPECT_EQ(one(d, "SELECT wall_seconds >= 0 AND finished_at >= started_at FROM runs"), "1");

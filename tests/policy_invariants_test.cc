@@ -29,6 +29,8 @@ dist = "pareto"
 shape = 1.5
 scale = 10
 max = 400
+[generate.priority]
+values = [0, 1, 2]
 )",
     R"([generate]
 requests = 200
@@ -94,8 +96,15 @@ std::vector<std::string> variants(const std::string& policy) {
   std::map<std::string, std::vector<std::string>> extra = {
       {"static", {"max_wait = inf\nrelease = \"batch\"", "padding = \"pad\"\nmax_wait = 0.5"}},
       {"continuous", {"kv_reserve = \"max\""}},
-      {"chunked-prefill", {"long_prefill_token_threshold = 64"}},
-      {"prefix-cached", {"order = \"lpm\"", "long_prefill_token_threshold = 100"}},
+      {"chunked-prefill",
+       {"long_prefill_token_threshold = 64", "scheduling_policy = \"priority\"",
+        "vllm_version = \"0.11.0\"\nlong_prefill_token_threshold = 64",
+        "long_prefill_token_threshold = 16\nlong_prefill_token_threshold_adaptive = true",
+        "scheduler_reserve_full_isl = false"}},
+      {"prefix-cached",
+       {"order = \"lpm\"", "long_prefill_token_threshold = 100",
+        "scheduling_policy = \"priority\"\nlong_prefill_token_threshold = 32",
+        "vllm_version = \"0.11.0\""}},
   };
   std::vector<std::string> v = {""};
   for (const std::string& e : extra[policy]) v.push_back(e);

@@ -1,5 +1,6 @@
 // End-to-end runs of `sim` over the workloads that make chunked prefill and prefix caching matter:
 // shared prefixes, multi-turn conversations and the shared real traces.
+#include <cstdio>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -50,6 +51,29 @@ TEST_F(WorkloadsE2e, ConversationTurnsArriveAfterTheirParentAndReuseTheHistory) 
   alone.replace(at, std::string("share_history = true").size(), "share_history = false");
   ASSERT_EQ(sim({"--backend", "unit", "--policy", "prefix-cached", "--trace", write("alone.toml", alone)}).status, 0);
   EXPECT_GT(shared, metric("prefix_hit_rate") + 0.3);
+}
+
+// priority.toml: 20 % interactive requests (priority 0) among batch jobs, more than one A100 serves.
+// Priority scheduling admits the interactive class first: its mean TTFT falls from the shared
+// queue's (over 10 s) to under 2 s, and the batch class waits longer than under fcfs.
+TEST_F(WorkloadsE2e, PrioritySchedulingServesTheInteractiveClassFirst) {
+  const std::string ttft =
+      "SELECT avg(first_token - arrival) FROM requests WHERE run_id = %d AND priority = %d";
+  auto mean_ttft = [&](int run, int priority) {
+    char sql[200];
+    std::snprintf(sql, sizeof sql, ttft.c_str(), run, priority);
+    return std::stod(query(sql));
+  };
+  ASSERT_EQ(sim({"--policy", "chunked-prefill", "--trace", "priority.toml"}).status, 0);
+  const Outcome prio = sim({"--policy", "chunked-prefill", "--trace", "priority.toml", "--set",
+                            "policy.scheduling_policy=priority"});
+  ASSERT_EQ(prio.status, 0) << prio.output;
+  EXPECT_NE(prio.output.find("chunked-prefill (vLLM 0.33.0) / roofline"), std::string::npos);
+  EXPECT_EQ(query("SELECT count(*) FROM requests WHERE run_id = 2 AND priority = 0"), "242");
+  EXPECT_EQ(query("SELECT count(*) FROM requests WHERE run_id = 2 AND status = 'finished'"), "1200");
+  EXPECT_GT(mean_ttft(1, 0), 10.0);
+  EXPECT_LT(mean_ttft(2, 0), 2.0);
+  EXPECT_GT(mean_ttft(2, 1), mean_ttft(1, 1));
 }
 
 TEST_F(WorkloadsE2e, TheSharedTracesReplayWithEveryRequest) {

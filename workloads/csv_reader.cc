@@ -136,8 +136,16 @@ Status for_each_csv_row(LineReader& in, const CsvHeader& header, int64_t limit,
   return Ok{};
 }
 
-Result<int32_t> parse_token_count(const LineReader& in, std::string_view column,
-                                  std::string_view text) {
+namespace {
+
+// An integer cell, as a float column may write it ("123.0"): its value, or why not.
+struct IntegerCell {
+  bool ok = false;            // a whole integer that fits int64_t
+  bool out_of_range = false;  // an integer too large for int64_t
+  int64_t value = 0;
+};
+
+IntegerCell parse_integer_cell(std::string_view text) {
   std::string_view digits = text;
   if (const size_t dot = digits.find('.'); dot != std::string_view::npos) {
     // "123.0" or "123.00": an integer written by a float column; "123.5" is not.
@@ -146,37 +154,35 @@ Result<int32_t> parse_token_count(const LineReader& in, std::string_view column,
       digits = digits.substr(0, dot);
     }
   }
-  int64_t v = 0;
-  const auto res = std::from_chars(digits.data(), digits.data() + digits.size(), v);
-  const bool whole = res.ec == std::errc() && res.ptr == digits.data() + digits.size();
-  if (!whole && res.ec != std::errc::result_out_of_range) {
-    return in.expected(column, "an integer >= 1", text);
-  }
+  IntegerCell cell;
+  const auto res = std::from_chars(digits.data(), digits.data() + digits.size(), cell.value);
+  cell.out_of_range = res.ec == std::errc::result_out_of_range;
+  cell.ok = res.ec == std::errc() && res.ptr == digits.data() + digits.size();
+  return cell;
+}
+
+}  // namespace
+
+Result<int32_t> parse_token_count(const LineReader& in, std::string_view column,
+                                  std::string_view text) {
+  const IntegerCell cell = parse_integer_cell(text);
+  if (!cell.ok && !cell.out_of_range) return in.expected(column, "an integer >= 1", text);
   constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
-  if (res.ec == std::errc::result_out_of_range || v > kMax) {
+  if (cell.out_of_range || cell.value > kMax) {
     return in.expected(column, "an integer <= " + std::to_string(kMax), text);
   }
-  if (v < 1) return in.expected(column, "an integer >= 1", text);
-  return static_cast<int32_t>(v);
+  if (cell.value < 1) return in.expected(column, "an integer >= 1", text);
+  return static_cast<int32_t>(cell.value);
 }
 
 Result<int32_t> parse_priority(const LineReader& in, std::string_view column, std::string_view text) {
-  std::string_view digits = text;
-  if (const size_t dot = digits.find('.'); dot != std::string_view::npos) {
-    const std::string_view fraction = digits.substr(dot + 1);
-    if (!fraction.empty() && fraction.find_first_not_of('0') == std::string_view::npos) {
-      digits = digits.substr(0, dot);
-    }
+  const IntegerCell cell = parse_integer_cell(text);
+  constexpr int64_t kMin = std::numeric_limits<int32_t>::min(), kMax = std::numeric_limits<int32_t>::max();
+  if (!cell.ok || cell.value < kMin || cell.value > kMax) {
+    return in.expected(column, "an integer from " + std::to_string(kMin) + " to " + std::to_string(kMax),
+                       text);
   }
-  int64_t v = 0;
-  const auto res = std::from_chars(digits.data(), digits.data() + digits.size(), v);
-  const bool whole = res.ec == std::errc() && res.ptr == digits.data() + digits.size();
-  const std::string want = "an integer from " + std::to_string(std::numeric_limits<int32_t>::min()) +
-                           " to " + std::to_string(std::numeric_limits<int32_t>::max());
-  if (!whole || v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max()) {
-    return in.expected(column, want, text);
-  }
-  return static_cast<int32_t>(v);
+  return static_cast<int32_t>(cell.value);
 }
 
 Result<double> parse_seconds(const LineReader& in, std::string_view column, std::string_view text) {
