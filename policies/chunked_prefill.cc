@@ -97,7 +97,8 @@ class ChunkedPrefillPolicy final : public Policy {
 
  private:
   // long_prefill_token_threshold for this iteration (0: no cap), with `num_requests` running or
-  // waiting: lifted for a lone request, floored at a fair share of the budget when adaptive.
+  // waiting (Scheduler.get_request_counts, at the top of schedule()): lifted for a lone request,
+  // floored at a fair share of the budget when adaptive.
   int32_t threshold(size_t num_requests, int32_t budget) const {
     int32_t t = config_.long_prefill_token_threshold;
     if (config_.release->lone_request_uncapped && num_requests <= 1) return 0;

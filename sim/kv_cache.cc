@@ -142,6 +142,8 @@ void BlockManager::hash_blocks(Sequence& seq, size_t num_blocks) const {
 
 int32_t BlockManager::lookup(uint64_t hash) const { return cache_.find(hash); }
 
+// FullAttentionManager.find_longest_cache_hit, capped at num_tokens - 1 as
+// KVCacheManager.get_computed_blocks caps it.
 int32_t BlockManager::cached_prefix_tokens(Sequence& seq) {
   assert(seq.block_table.empty());
   if (!prefix_caching_ || seq.num_tokens() <= 1) return 0;
@@ -153,7 +155,8 @@ int32_t BlockManager::cached_prefix_tokens(Sequence& seq) {
 }
 
 int64_t BlockManager::evictable_hits(const Sequence& seq, int32_t num_cached_tokens) const {
-  // Cached blocks that nobody holds sit in the free queue: claiming them uses up free room.
+  // Cached blocks that nobody holds sit in the free queue: claiming them uses up free room
+  // (SingleTypeKVCacheManager.get_num_blocks_to_allocate counts them as blocks to allocate).
   int64_t n = 0;
   for (int32_t b = 0; b < num_cached_tokens / block_size_; ++b) {
     const int32_t id = lookup(seq.block_hashes[static_cast<size_t>(b)]);
