@@ -92,9 +92,10 @@ Result<VllmSchedulerConfig> read_vllm_scheduler_config(const toml::table& option
   }
   for (std::string_view key : {"max_num_partial_prefills", "max_long_partial_prefills"}) {
     r.refuse(key,
-             "vLLM's V1 scheduler has no such option (it was V0's; vLLM " + default_version +
-                 " refuses it): any number of requests prefill side by side, and "
-                 "long_prefill_token_threshold caps what each computes per iteration");
+             "vLLM's V1 scheduler has no such option (it was V0's: vLLM 0.11.0 refuses any "
+             "value but 1, and " + default_version + " does not know it): any number of "
+             "requests prefill side by side, and long_prefill_token_threshold caps what each "
+             "computes per iteration");
   }
   r.reject_unknown();
   if (!r.ok()) return r.error();
