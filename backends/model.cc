@@ -7,6 +7,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sim/json_text.h"
+#include "sim/request.h"
+#include "sim/toml_fields.h"
+
 namespace servesim {
 namespace {
 
@@ -47,21 +51,6 @@ std::string supported_list() {
   return s;
 }
 
-// Line and column (both from 1) of the byte at 1-based position `byte` in `text`.
-std::pair<size_t, size_t> line_col(const std::string& text, size_t byte) {
-  size_t line = 1, col = 1;
-  const size_t end = std::min(byte > 0 ? byte - 1 : 0, text.size());
-  for (size_t i = 0; i < end; ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      col = 1;
-    } else {
-      ++col;
-    }
-  }
-  return {line, col};
-}
-
 // Reads optional fields from the root object; the first wrong type is kept in `error`.
 class Fields {
  public:
@@ -73,25 +62,45 @@ class Fields {
     return it == root_.end() || it->is_null() ? nullptr : &*it;
   }
 
-  int64_t integer(const char* key, int64_t fallback) {
+  // An integer in [lo, hi] (a float with an integral value counts: 4096.0).
+  int64_t integer(const char* key, int64_t fallback, int64_t lo, int64_t hi) {
     const json* v = find(key);
     if (v == nullptr) return fallback;
-    if (v->is_number_integer()) return v->get<int64_t>();
-    if (v->is_number_float()) {
-      const double d = v->get<double>();
-      if (std::floor(d) == d && std::fabs(d) < 9e15) return static_cast<int64_t>(d);
+    double d = std::nan("");
+    if (v->is_number_unsigned()) {
+      const uint64_t u = v->get<uint64_t>();
+      const bool in_range = u <= static_cast<uint64_t>(hi) && static_cast<int64_t>(u) >= lo;
+      return in_range ? static_cast<int64_t>(u) : fail_range(key, lo, hi, *v);
     }
-    fail(key, "an integer", *v);
-    return fallback;
+    if (v->is_number_integer()) {
+      const int64_t i = v->get<int64_t>();
+      return i >= lo && i <= hi ? i : fail_range(key, lo, hi, *v);
+    }
+    if (v->is_number_float()) d = v->get<double>();
+    if (std::floor(d) == d && d >= static_cast<double>(lo) && d <= static_cast<double>(hi)) {
+      return static_cast<int64_t>(d);
+    }
+    return fail_range(key, lo, hi, *v);
   }
 
-  double number(const json* v, const char* key, double fallback) {
+  int64_t fail_range(const char* key, int64_t lo, int64_t hi, const json& got) {
+    const std::string want = "an integer from " + std::to_string(lo) + " to " + std::to_string(hi);
+    fail(key, want.c_str(), got);
+    return lo;
+  }
+
+  // A finite number in (0, hi].
+  double positive(const json* v, const char* key, double fallback, double hi) {
     if (v == nullptr) return fallback;
-    if (v->is_number()) return v->get<double>();
-    fail(key, "a number", *v);
+    const double d = v->is_number() ? v->get<double>() : std::nan("");
+    if (d > 0 && d <= hi) return d;
+    const std::string want = "a number > 0 and <= " + format_number(hi);
+    fail(key, want.c_str(), *v);
     return fallback;
   }
-  double number(const char* key, double fallback) { return number(find(key), key, fallback); }
+  double positive(const char* key, double fallback, double hi) {
+    return positive(find(key), key, fallback, hi);
+  }
 
   bool boolean(const char* key, bool fallback) {
     const json* v = find(key);
@@ -104,7 +113,8 @@ class Fields {
   void fail(const std::string& key, const char* expected, const json& got) {
     if (error) return;
     error = Error{path_ + ": key \"" + key + "\": expected " + expected + ", got " +
-                  got.type_name() + " " + got.dump()};
+                  (got.is_structured() ? json_excerpt(got)
+                                       : std::string(got.type_name()) + " " + json_excerpt(got))};
   }
 
   std::optional<Error> error;
@@ -184,22 +194,19 @@ double ModelSpec::kv_bytes_per_token(DType kv) const {
 }
 
 Result<ModelSpec> load_model(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Error{path + ": cannot open model config"};
-  std::stringstream buf;
-  buf << in.rdbuf();
-  const std::string text = buf.str();
+  Result<std::string> read = read_text_file(path, kMaxModelConfigBytes);
+  if (!read.ok()) return read.error();
+  const std::string& text = read.value();
 
   json root;
-  try {
-    root = json::parse(text);
-  } catch (const json::parse_error& e) {
-    const auto [line, col] = line_col(text, e.byte);
-    std::string what = e.what();
+  if (const auto failure = parse_json(text, root)) {
+    std::string what = failure->message;
     // nlohmann's text repeats the position ("... at line 3, column 5: "); keep what follows.
     const size_t column = what.find("column");
     const size_t colon = what.find(": ", column == std::string::npos ? 0 : column);
-    if (colon != std::string::npos) what = what.substr(colon + 2);
+    if (column != std::string::npos && colon != std::string::npos) what = what.substr(colon + 2);
+    if (failure->byte == 0) return Error{path + ": malformed JSON: " + what};
+    const auto [line, col] = json_line_col(text, failure->byte);
     return Error{path + ":" + std::to_string(line) + ":" + std::to_string(col) +
                  ": malformed JSON: " + what};
   }
@@ -210,13 +217,14 @@ Result<ModelSpec> load_model(const std::string& path) {
   std::string named;
   if (auto it = root.find("architectures"); it != root.end() && !it->is_null()) {
     if (!it->is_array() || it->empty() || !(*it)[0].is_string())
-      return Error{path + ": key \"architectures\": expected a list of strings, got " + it->dump()};
+      return Error{path + ": key \"architectures\": expected a list of strings, got " +
+                   json_excerpt(*it)};
     named = (*it)[0].get<std::string>();
     for (const auto& a : kArchitectures)
       if (named == a.architecture) arch = &a;
   } else if (auto mt = root.find("model_type"); mt != root.end() && !mt->is_null()) {
     if (!mt->is_string())
-      return Error{path + ": key \"model_type\": expected a string, got " + mt->dump()};
+      return Error{path + ": key \"model_type\": expected a string, got " + json_excerpt(*mt)};
     named = mt->get<std::string>();
     for (const auto& a : kArchitectures)
       if (named == a.model_type) arch = &a;
@@ -233,45 +241,32 @@ Result<ModelSpec> load_model(const std::string& path) {
   m.name = file_stem(path);
   m.path = path;
   m.architecture = arch->architecture;
-  m.hidden_size = f.integer("hidden_size", arch->hidden);
-  m.intermediate_size = f.integer("intermediate_size", arch->intermediate);
-  m.num_layers = f.integer("num_hidden_layers", arch->layers);
-  m.num_heads = f.integer("num_attention_heads", arch->heads);
+  m.hidden_size = f.integer("hidden_size", arch->hidden, 1, kMaxModelHidden);
+  m.intermediate_size = f.integer("intermediate_size", arch->intermediate, 1, kMaxModelHidden * 8);
+  m.num_layers = f.integer("num_hidden_layers", arch->layers, 1, kMaxModelLayers);
+  m.num_heads = f.integer("num_attention_heads", arch->heads, 1, kMaxModelHeads);
   const int64_t kv_default = arch->kv_heads > 0 ? arch->kv_heads : m.num_heads;
-  m.num_kv_heads = f.integer("num_key_value_heads", kv_default);
-  m.vocab_size = f.integer("vocab_size", arch->vocab);
-  m.max_position_embeddings = f.integer("max_position_embeddings", arch->max_positions);
+  m.num_kv_heads = f.integer("num_key_value_heads", kv_default, 1, kMaxModelHeads);
+  m.vocab_size = f.integer("vocab_size", arch->vocab, 1, kMaxModelVocab);
+  m.max_position_embeddings =
+      f.integer("max_position_embeddings", arch->max_positions, 1, kMaxTokens);
   // transformers 5 moves rope_theta into rope_parameters.
   const json* rope = f.find("rope_theta");
   if (rope == nullptr)
     if (const json* rp = f.find("rope_parameters"); rp != nullptr && rp->is_object())
       if (auto it = rp->find("rope_theta"); it != rp->end() && !it->is_null()) rope = &*it;
-  m.rope_theta = f.number(rope, "rope_theta", arch->rope_theta);
-  m.rms_norm_eps = f.number("rms_norm_eps", arch->rms_norm_eps);
+  m.rope_theta = f.positive(rope, "rope_theta", arch->rope_theta, 1e30);
+  m.rms_norm_eps = f.positive("rms_norm_eps", arch->rms_norm_eps, 1.0);
   m.tie_word_embeddings = f.boolean("tie_word_embeddings", false);
   // Qwen2 always has Q, K and V biases; attention_bias adds them (its o_proj bias is not counted).
   m.qkv_bias = arch->qkv_bias || f.boolean("attention_bias", false);
-  m.num_experts = f.integer("num_local_experts", arch->num_experts);
-  m.experts_per_token = f.integer("num_experts_per_tok", arch->experts_per_token);
-  m.sliding_window = f.integer("sliding_window", arch->sliding_window);
+  m.num_experts = f.integer("num_local_experts", arch->num_experts, 1, kMaxModelExperts);
+  m.experts_per_token = f.integer("num_experts_per_tok", arch->experts_per_token, 1, kMaxModelExperts);
+  m.sliding_window = f.integer("sliding_window", arch->sliding_window, 0, kMaxTokens);
   if (m.architecture == std::string("Qwen2ForCausalLM") && !f.boolean("use_sliding_window", false))
     m.sliding_window = 0;
   if (f.error) return *f.error;
 
-  for (auto [key, v] : {std::pair<const char*, int64_t>{"hidden_size", m.hidden_size},
-                        {"intermediate_size", m.intermediate_size},
-                        {"num_hidden_layers", m.num_layers},
-                        {"num_attention_heads", m.num_heads},
-                        {"num_key_value_heads", m.num_kv_heads},
-                        {"vocab_size", m.vocab_size},
-                        {"max_position_embeddings", m.max_position_embeddings},
-                        {"num_local_experts", m.num_experts},
-                        {"num_experts_per_tok", m.experts_per_token}}) {
-    if (v <= 0)
-      return Error{path + ": key \"" + key + "\": must be positive, got " + std::to_string(v)};
-  }
-  if (m.sliding_window < 0)
-    return Error{path + ": key \"sliding_window\": must be positive or null"};
   if (m.num_heads % m.num_kv_heads != 0)
     return Error{path + ": key \"num_key_value_heads\": " + std::to_string(m.num_kv_heads) +
                  " does not divide num_attention_heads " + std::to_string(m.num_heads)};
@@ -280,9 +275,8 @@ Result<ModelSpec> load_model(const std::string& path) {
                  " exceeds num_local_experts " + std::to_string(m.num_experts)};
 
   if (f.find("head_dim") != nullptr) {
-    m.head_dim = f.integer("head_dim", 0);
+    m.head_dim = f.integer("head_dim", 0, 1, kMaxModelHeadDim);
     if (f.error) return *f.error;
-    if (m.head_dim <= 0) return Error{path + ": key \"head_dim\": must be positive"};
   } else {
     if (m.hidden_size % m.num_heads != 0)
       return Error{path + ": key \"num_attention_heads\": " + std::to_string(m.num_heads) +
@@ -296,7 +290,7 @@ Result<ModelSpec> load_model(const std::string& path) {
     const json* v = f.find(key);
     if (v == nullptr) continue;
     if (!v->is_string())
-      return Error{path + ": key \"" + key + "\": expected a string, got " + v->dump()};
+      return Error{path + ": key \"" + key + "\": expected a string, got " + json_excerpt(*v)};
     auto d = parse_dtype(v->get<std::string>());
     if (!d) return Error{path + ": key \"" + key + "\": " + d.error().message};
     m.dtype = d.value();

@@ -4,6 +4,7 @@
 // error that lists the supported ones. Immutable once loaded.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -48,6 +49,18 @@ struct ModelSpec {
   // KV cache bytes per token: 2 x layers x KV heads x head dim x element size.
   double kv_bytes_per_token(DType kv) const;
 };
+
+// Bounds on a config.json's values, far above any model built (Llama 3.1 405B: hidden 16384, 126
+// layers, 128 heads, head_dim 128, vocab 128256), so that every size derived from them fits its
+// type; a value outside is an error naming the key and the bound. max_position_embeddings is at
+// most kMaxTokens (sim/request.h).
+inline constexpr int64_t kMaxModelHidden = 1 << 20;     // hidden_size (intermediate_size: 8x)
+inline constexpr int64_t kMaxModelLayers = 4096;        // num_hidden_layers
+inline constexpr int64_t kMaxModelHeads = 4096;         // num_attention_heads, num_key_value_heads
+inline constexpr int64_t kMaxModelHeadDim = 1 << 14;    // head_dim
+inline constexpr int64_t kMaxModelVocab = 1 << 24;      // vocab_size
+inline constexpr int64_t kMaxModelExperts = 4096;       // num_local_experts, num_experts_per_tok
+inline constexpr size_t kMaxModelConfigBytes = 16 << 20;  // a config.json larger than this is refused
 
 // Reads a config.json. Errors name the file and key (and line for malformed JSON).
 Result<ModelSpec> load_model(const std::string& path);

@@ -9,6 +9,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sim/json_text.h"
+#include "sim/toml_fields.h"
+
 namespace servesim {
 
 using nlohmann::json;
@@ -73,8 +76,10 @@ std::string shape_string(const std::vector<int64_t>& shape) {
 
 Result<SafetensorsHeader> parse_safetensors_header(const std::string& json_text, uint64_t data_size,
                                                    const std::string& where) {
-  const json j = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Error{where + ": the header is not valid JSON"};
+  json j;
+  if (const auto failure = parse_json(json_text, j)) {
+    return Error{where + ": the header is not valid JSON (" + failure->message + ")"};
+  }
   if (!j.is_object()) return Error{where + ": the header is not a JSON object"};
   SafetensorsHeader h;
   for (const auto& [name, e] : j.items()) {
@@ -115,6 +120,7 @@ Result<SafetensorsHeader> parse_safetensors_header(const std::string& json_text,
 // ---- reading -----------------------------------------------------------------------------------
 
 Result<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
+  if (Status s = check_readable_file(path); !s.ok()) return s.error();
   SafetensorsFile f;
   f.path_ = path;
   f.in_.open(path, std::ios::binary);
@@ -131,6 +137,9 @@ Result<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
   if (n == 0 || n > file_size - 8)
     return Error{path + ": header length " + std::to_string(n) + " does not fit the file's " +
                  std::to_string(file_size) + " bytes (not a safetensors file, or truncated)"};
+  if (n > kMaxSafetensorsHeaderBytes)  // the format's own limit
+    return Error{path + ": header length " + std::to_string(n) + " exceeds the format's limit of " +
+                 std::to_string(kMaxSafetensorsHeaderBytes) + " bytes (not a safetensors file?)"};
   std::string text(n, '\0');
   if (!f.in_.read(text.data(), static_cast<std::streamsize>(n))) return Error{path + ": cannot read the header"};
   auto header = parse_safetensors_header(text, file_size - 8 - n, path);

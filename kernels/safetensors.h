@@ -39,6 +39,9 @@ struct SafetensorsHeader {
   std::map<std::string, std::string> metadata;  // "__metadata__" (string values only)
 };
 
+// The largest header the safetensors format allows (100 MB).
+inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100'000'000;
+
 // Parses the JSON header text of a file whose data section holds `data_size` bytes. Checks the
 // types of every field and that each tensor's offsets lie inside the data; errors start "`where`: ".
 Result<SafetensorsHeader> parse_safetensors_header(const std::string& json_text, uint64_t data_size,

@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "sim/options.h"
+#include "sim/request.h"
 #include "sim/toml_fields.h"
 
 namespace servesim {
@@ -82,7 +83,7 @@ Result<RunConfig> resolve_config(toml::table table) {
   c.max_num_seqs = static_cast<int32_t>(top.integer("max_num_seqs", c.max_num_seqs, 1, 1 << 20));
   c.max_num_batched_tokens = static_cast<int32_t>(
       top.integer("max_num_batched_tokens", c.max_num_batched_tokens, 1, kMax32));
-  c.max_tokens = static_cast<int32_t>(top.integer("max_tokens", c.max_tokens, 1, kMax32));
+  c.max_tokens = static_cast<int32_t>(top.integer("max_tokens", c.max_tokens, 1, kMaxTokens));
   c.dtype = top.choice("dtype", "", {"fp16", "bf16", "fp32", "fp8", "float16", "bfloat16", "float32"});
   c.gpu_memory_utilization = top.number("gpu_memory_utilization", c.gpu_memory_utilization, 0.01, 1.0);
   c.tp = static_cast<int32_t>(top.integer("tp", c.tp, 1, 1024));

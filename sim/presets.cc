@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <set>
 
+#include "sim/toml_fields.h"
+
 namespace servesim {
 namespace fs = std::filesystem;
 namespace {
@@ -61,8 +63,11 @@ Result<std::string> resolve_preset(std::string_view value, PresetKind kind, std:
   const std::string v(value);
   if (is_file(v)) return v;
   const fs::path name(v);
-  if (name.has_parent_path()) {
-    return Error{std::string(option) + ": no such file '" + v + "'"};
+  std::error_code ec;
+  if (fs::exists(v, ec) || name.has_parent_path()) {
+    // A path that names something other than a readable file: say what it is.
+    const Status readable = check_readable_file(v);
+    return Error{std::string(option) + ": " + (readable.ok() ? v + ": cannot open file" : readable.error().message)};
   }
   for (const std::string& dir : data_dirs()) {
     for (const std::string& ext : extensions(kind)) {

@@ -36,6 +36,11 @@ inline constexpr uint64_t kTurnOutputContent = 0x7475726e6f757421;  // loader: a
 inline constexpr uint64_t kPrefixContent = 0x7072656669782121;      // loader: shared prefixes
 inline constexpr uint64_t kTraceBlockContent = 0x7472616365212121;  // loader: a trace's hash ids
 
+// The most tokens a prompt, an output, a max_tokens limit or a model's context may have: 100
+// million, ten times the longest context a model offers today. Every reader refuses more, so that a
+// sequence's prompt and output together (at most 2 x 10^8) always fit an int32_t.
+inline constexpr int32_t kMaxTokens = 100'000'000;
+
 // One request of a workload, as read or generated. Immutable once the workload is loaded.
 struct RequestSpec {
   std::string id;          // unique within the workload

@@ -1,6 +1,11 @@
 #include "sim/toml_fields.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -10,17 +15,41 @@
 
 namespace servesim {
 
-Result<std::string> read_text_file(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    return Error{path + ": cannot open file (it is a directory)"};
+Status check_readable_file(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    const int err = errno;
+    return Error{path + ": cannot open file (" +
+                 (err == ENOENT || err == ENOTDIR ? std::string("no such file")
+                                                  : std::string(std::strerror(err))) +
+                 ")"};
   }
+  if (S_ISDIR(st.st_mode)) return Error{path + ": cannot open file (it is a directory)"};
+  if (!S_ISREG(st.st_mode)) {
+    return Error{path + ": cannot open file (it is not a regular file: a device, a pipe or a socket)"};
+  }
+  if (::access(path.c_str(), R_OK) != 0) {
+    return Error{path + ": cannot open file (" + std::string(std::strerror(errno)) + ")"};
+  }
+  return Ok{};
+}
+
+Result<std::string> read_text_file(const std::string& path, size_t max_bytes) {
+  if (Status s = check_readable_file(path); !s.ok()) return s.error();
   std::ifstream in(path, std::ios::binary);
   if (!in) return Error{path + ": cannot open file"};
-  std::ostringstream text;
-  text << in.rdbuf();
+  std::string text;
+  char buf[1 << 16];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+    const auto n = static_cast<size_t>(in.gcount());
+    if (text.size() + n > max_bytes) {  // checked while reading: the file may grow meanwhile
+      return Error{path + ": is more than " + std::to_string(max_bytes) +
+                   " bytes; the most this reads is " + std::to_string(max_bytes)};
+    }
+    text.append(buf, n);
+  }
   if (in.bad()) return Error{path + ": cannot read file"};
-  return text.str();
+  return text;
 }
 
 Result<toml::table> parse_toml(std::string_view text, const std::string& path) {

@@ -18,9 +18,19 @@
 
 namespace servesim {
 
-// The whole text of a file; errors: `PATH: cannot open file` (also for a folder), `PATH: cannot
-// read file`.
-Result<std::string> read_text_file(const std::string& path);
+// The most bytes read_text_file reads by default: far above any configuration, workload or model
+// file, and far below a machine's memory.
+inline constexpr size_t kMaxTextFileBytes = 64 << 20;
+
+// Ok if `path` names a regular file this process may read; else `PATH: cannot open file (no such
+// file | it is a directory | it is not a regular file: a device, a pipe or a socket | permission
+// denied ...)`. Every reader of a user's file checks this first, so that /dev/zero or a FIFO is
+// refused instead of read forever.
+Status check_readable_file(const std::string& path);
+
+// The whole text of a regular file of at most `max_bytes` bytes; errors: check_readable_file's,
+// `PATH: is N bytes; the most this reads is M`, `PATH: cannot read file`.
+Result<std::string> read_text_file(const std::string& path, size_t max_bytes = kMaxTextFileBytes);
 
 // Parses TOML text; values keep `path` and their positions for messages. A syntax error is
 // `PATH:LINE:COL: malformed TOML: ...`.

@@ -53,7 +53,7 @@ TEST(SplitCsv, QuotesCommasAndSpaces) {
 
 TEST(CsvTrace, ReadsRowsInFileOrder) {
   const auto rows = read_ok(csv_options(write_temp(
-      "t.csv", "arrival,prompt_tokens,output_tokens\n0.5,10,3\n0.25,7,1\n1e-9,1,2147483647\n")));
+      "t.csv", "arrival,prompt_tokens,output_tokens\n0.5,10,3\n0.25,7,1\n1e-9,1,100000000\n")));
   ASSERT_EQ(rows.size(), 3u);
   EXPECT_EQ(rows[0].id, "r0");
   EXPECT_EQ(rows[0].arrival, 500'000'000);
@@ -64,7 +64,7 @@ TEST(CsvTrace, ReadsRowsInFileOrder) {
   EXPECT_EQ(rows[1].id, "r1");
   EXPECT_EQ(rows[1].arrival, 250'000'000);
   EXPECT_EQ(rows[2].arrival, 1);
-  EXPECT_EQ(rows[2].output_tokens, 2147483647);
+  EXPECT_EQ(rows[2].output_tokens, kMaxTokens);
   EXPECT_TRUE(rows[2].prompt.empty());
 }
 
@@ -120,10 +120,10 @@ TEST(CsvTrace, RowErrorsNameLineAndColumn) {
   EXPECT_EQ(read_error(h + "0,-4,1\n"), ":2: prompt_tokens: expected an integer >= 1, got '-4'");
   EXPECT_EQ(read_error(h + "0,1.5,1\n"), ":2: prompt_tokens: expected an integer >= 1, got '1.5'");
   EXPECT_EQ(read_error(h + "0,,1\n"), ":2: prompt_tokens: expected an integer >= 1, got ''");
-  EXPECT_EQ(read_error(h + "0,2147483648,1\n"),
-            ":2: prompt_tokens: expected an integer <= 2147483647, got '2147483648'");
+  EXPECT_EQ(read_error(h + "0,100000001,1\n"),
+            ":2: prompt_tokens: expected an integer <= 100000000, got '100000001'");
   EXPECT_EQ(read_error(h + "0,99999999999999999999,1\n"),
-            ":2: prompt_tokens: expected an integer <= 2147483647, got '99999999999999999999'");
+            ":2: prompt_tokens: expected an integer <= 100000000, got '99999999999999999999'");
   EXPECT_EQ(read_error(h + "nan,1,1\n"),
             ":2: arrival: expected a number of seconds from 0 to 1e9, got 'nan'");
   EXPECT_EQ(read_error(h + "-1,1,1\n"),
@@ -144,7 +144,7 @@ TEST(CsvTrace, FileErrors) {
   EXPECT_EQ(read_error("\n0,1,1\n"), ":1: expected a header row naming the columns, got a blank line");
   auto missing = read_csv_trace(csv_options("/nonexistent/t.csv"));
   ASSERT_FALSE(missing.ok());
-  EXPECT_EQ(missing.error().message, "/nonexistent/t.csv: cannot open file");
+  EXPECT_EQ(missing.error().message, "/nonexistent/t.csv: cannot open file (no such file)");
 }
 
 TEST(CsvTrace, IdColumnErrors) {

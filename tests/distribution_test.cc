@@ -282,7 +282,7 @@ TEST(DistributionErrors, ParametersOutOfRangeOrMistyped) {
   EXPECT_EQ(make_error("dist = 'normal'\nmean = 5\nstd = 'wide'"),
             "d.toml:3:7: generate.output_tokens.std: expected a number >= 0, got \"wide\"");
   EXPECT_EQ(make_error("dist = 'fixed'\nvalue = 2.5"),
-            "d.toml:2:9: generate.output_tokens.value: expected an integer from 1 to 1000000000, "
+            "d.toml:2:9: generate.output_tokens.value: expected an integer from 1 to 100000000, "
             "got 2.5");
   EXPECT_EQ(make_error("dist = 'fixed'\nvalue = 50\nmax = 10"),
             "d.toml:2:9: generate.output_tokens.value: expected an integer from 1 to 10, got 50");
@@ -297,12 +297,12 @@ TEST(DistributionErrors, MinMax) {
   EXPECT_EQ(make_error("dist = 'uniform'\nmin = 10\nmax = 5"),
             "d.toml:3:7: generate.output_tokens.max: expected an integer >= min (10), got 5");
   EXPECT_EQ(make_error("dist = 'normal'\nmean = 5\nstd = 1\nmin = 0"),
-            "d.toml:4:7: generate.output_tokens.min: expected an integer >= 1, got 0");
+            "d.toml:4:7: generate.output_tokens.min: expected an integer from 1 to 100000000, got 0");
   EXPECT_EQ(make_error("dist = 'normal'\nmean = 5\nstd = 1\nmax = 3000000000"),
-            "d.toml:4:7: generate.output_tokens.max: expected an integer <= 2147483647, got "
+            "d.toml:4:7: generate.output_tokens.max: expected an integer from 1 to 100000000, got "
             "3000000000");
   EXPECT_NE(make_error("dist = 'normal'\nmean = 5\nstd = 1\nmin = 2000000000")
-                .find("min: expected an integer <= 1000000000 (the ceiling when max is not given)"),
+                .find("min: expected an integer from 1 to 100000000, got 2000000000"),
             std::string::npos);
 }
 

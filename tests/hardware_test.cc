@@ -134,7 +134,7 @@ TEST(Hardware, MissingFile) {
   const std::string path = kHardwareDir + "no-such-gpu.toml";
   auto hw = load_hardware(path);
   ASSERT_FALSE(hw.ok());
-  EXPECT_EQ(hw.error().message, path + ": cannot open file");
+  EXPECT_EQ(hw.error().message, path + ": cannot open file (no such file)");
 }
 
 TEST(Hardware, MalformedTomlNamesFileAndLine) {

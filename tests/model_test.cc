@@ -31,6 +31,8 @@ Error load_error(const std::string& file, const std::string& text) {
   return m.ok() ? Error{} : m.error();
 }
 
+std::string model_path_of(const std::string& file) { return testing::TempDir() + "/" + file; }
+
 bool contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
 }
@@ -192,6 +194,43 @@ TEST(Model, WrongTypesNameTheKey) {
   EXPECT_TRUE(contains(e.message, "\"torch_dtype\"")) << e.message;
   e = load_error("t.json", R"({"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 0})");
   EXPECT_TRUE(contains(e.message, "\"num_hidden_layers\"")) << e.message;
+}
+
+// Regressions of hostile configs: each used to abort (an uncaught range error, a stack overflow
+// in the message) or to wrap around; now each is an error naming the key and the bound.
+TEST(Model, HostileConfigsAreCleanErrors) {
+  const std::string llama = R"({"architectures": ["LlamaForCausalLM"], )";
+  EXPECT_EQ(load_error("t.json", llama + R"("rope_theta": 1e400})").message,
+            model_path_of("t.json") + ": malformed JSON: number overflow parsing '1e400'");
+  const std::string deep = llama + "\"x\": " + std::string(5000, '[') + std::string(5000, ']') + "}";
+  Error e = load_error("t.json", deep);
+  EXPECT_TRUE(contains(e.message, "malformed JSON: arrays and objects nested more than 100 levels"))
+      << e.message;
+  e = load_error("t.json", llama + R"("hidden_size": [[[1]]]})");
+  EXPECT_TRUE(contains(e.message, "\"hidden_size\": expected an integer from 1 to 1048576, got "
+                                  "an array of 1 values"))
+      << e.message;
+  e = load_error("t.json", llama + R"("head_dim": 18446744073709551615})");
+  EXPECT_TRUE(contains(e.message, "\"head_dim\": expected an integer from 1 to 16384, got number "
+                                  "18446744073709551615"))
+      << e.message;
+  e = load_error("t.json", llama + R"("num_hidden_layers": 2147483647})");
+  EXPECT_TRUE(contains(e.message, "\"num_hidden_layers\": expected an integer from 1 to 4096"))
+      << e.message;
+  e = load_error("t.json", llama + R"("max_position_embeddings": 4294967296})");
+  EXPECT_TRUE(contains(e.message, "\"max_position_embeddings\": expected an integer from 1 to "
+                                  "100000000"))
+      << e.message;
+  e = load_error("t.json", llama + R"("rms_norm_eps": -1})");
+  EXPECT_TRUE(contains(e.message, "\"rms_norm_eps\": expected a number > 0 and <= 1")) << e.message;
+  e = load_error("t.json", llama + "\"torch_dtype\": \"\xff\xfe\"}");  // not UTF-8
+  EXPECT_TRUE(contains(e.message, "malformed JSON")) << e.message;
+  const std::string huge(kMaxModelConfigBytes + 1, ' ');
+  e = load_error("t.json", huge);
+  EXPECT_TRUE(contains(e.message, "the most this reads is")) << e.message;
+  Result<ModelSpec> dir = load_model("/tmp");
+  ASSERT_FALSE(dir.ok());
+  EXPECT_TRUE(contains(dir.error().message, "it is a directory")) << dir.error().message;
 }
 
 TEST(Model, MissingFileIsAnError) {

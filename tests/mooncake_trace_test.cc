@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/test_util.h"
+#include "workloads/csv_reader.h"
 #include <unistd.h>
 
 #include <filesystem>
@@ -108,13 +109,26 @@ TEST(MooncakeTrace, Errors) {
       {R"({"timestamp": 0, "input_length": "600", "output_length": 1, "hash_ids": [1, 2]})",
        ":1: input_length: expected an integer >= 1, got \"600\""},
       {R"({"timestamp": 0, "input_length": 3000000000, "output_length": 1, "hash_ids": []})",
-       ":1: input_length: expected an integer <= 2147483647, got 3000000000"},
+       ":1: input_length: expected an integer <= 100000000, got 3000000000"},
       {R"({"timestamp": -1, "input_length": 600, "output_length": 1, "hash_ids": [1, 2]})",
        ":1: timestamp: expected a number of milliseconds from 0 to 1e12, got -1"},
       {R"({"timestamp": null, "input_length": 600, "output_length": 1, "hash_ids": [1, 2]})",
        ":1: timestamp: expected a number of milliseconds from 0 to 1e12, got null"},
       {"", ": empty trace (no rows)"},
       {"\n  \n", ": empty trace (no rows)"},
+      // Hostile input: each used to abort (an uncaught range error) or overflow the stack.
+      {R"({"timestamp": 1e400, "input_length": 6, "output_length": 1, "hash_ids": [1]})",
+       ":1: malformed JSON: number overflow parsing '1e400'"},
+      {R"({"timestamp": 0, "input_length": 6, "output_length": 1, "hash_ids": [1], "x": )" +
+           std::string(5000, '[') + std::string(5000, ']') + "}",
+       ":1: malformed JSON: arrays and objects nested more than 100 levels deep (at column 178)"},
+      {R"({"timestamp": [[[[[[1]]]]]], "input_length": 6, "output_length": 1, "hash_ids": [1]})",
+       ":1: timestamp: expected a number of milliseconds from 0 to 1e12, got an array of 1 values"},
+      {"{\"timestamp\": \"\xff\", \"input_length\": 6}",
+       ":1: malformed JSON: parse error at column 16: syntax error while parsing value - invalid "
+       "string: ill-formed UTF-8 byte; last read: '\"\xFF'"},
+      {std::string(kMaxLineBytes + 10, ' '),
+       ":1: line longer than 1048576 bytes; is this a trace file?"},
   };
   for (const Case& c : cases) {
     const std::string path = write_temp("m.jsonl", c.text);
@@ -122,9 +136,13 @@ TEST(MooncakeTrace, Errors) {
     ASSERT_FALSE(rows.ok()) << c.text;
     EXPECT_EQ(rows.error().message, path + c.expected);
   }
+  auto device = read_mooncake_trace(mooncake_options("/dev/zero"));
+  ASSERT_FALSE(device.ok());
+  EXPECT_EQ(device.error().message,
+            "/dev/zero: cannot open file (it is not a regular file: a device, a pipe or a socket)");
   auto missing = read_mooncake_trace(mooncake_options("/nonexistent/m.jsonl"));
   ASSERT_FALSE(missing.ok());
-  EXPECT_EQ(missing.error().message, "/nonexistent/m.jsonl: cannot open file");
+  EXPECT_EQ(missing.error().message, "/nonexistent/m.jsonl: cannot open file (no such file)");
 }
 
 // The full conversation trace: every line replays, and its own block reuse, the fraction of its

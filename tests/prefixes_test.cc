@@ -179,7 +179,7 @@ TEST(PrefixErrors, GeneratePrefixesTable) {
   EXPECT_EQ(parse_error(generated(3, "share = 0.5\ncount = 0\ntokens = 8\n")),
             "w.toml:18:9: generate.prefixes.count: expected an integer from 1 to 10000000, got 0");
   EXPECT_EQ(parse_error(generated(3, "share = 0.5\ncount = 2\ntokens = 0\n")),
-            "w.toml:19:10: generate.prefixes.tokens: expected an integer >= 1, got 0");
+            "w.toml:19:10: generate.prefixes.tokens: expected an integer from 1 to 100000000, got 0");
   EXPECT_EQ(parse_error(generated(3, "share = 0.5\ncount = 2\ntokens = 8\nexponent = 2\n")),
             "w.toml:20:1: generate.prefixes.exponent: unknown key for popularity = \"uniform\" "
             "(known: share, count, tokens, popularity)");
@@ -190,9 +190,9 @@ TEST(PrefixErrors, GeneratePrefixesTable) {
                                   "share = 0.5\ncount = 2\ntokens = 8\npopularity = 'zipf'\n"
                                   "exponent = 0\n")),
             "w.toml:21:12: generate.prefixes.exponent: expected a number > 0, got 0");
-  EXPECT_EQ(parse_error(generated(3, "share = 1\ncount = 2\ntokens = 2147483647\n")),
+  EXPECT_EQ(parse_error(generated(3, "share = 1\ncount = 2\ntokens = 100000000\n")),
             "w.toml:19:10: generate.prefixes.tokens: a prefix plus a drawn prompt exceed "
-            "2147483647 tokens; lower tokens or generate.prompt_tokens.max");
+            "100000000 tokens; lower tokens or generate.prompt_tokens.max");
 }
 
 TEST(Prefixes, ExplicitPrefixes) {
@@ -253,17 +253,17 @@ TEST(PrefixErrors, ExplicitPrefixes) {
   EXPECT_EQ(parse_error("[[prefix]]\nid = 'a'\n[[request]]\noutput_tokens = 1\n"),
             "w.toml:1:1: prefix[0]: missing required key 'tokens'");
   EXPECT_EQ(parse_error("[[prefix]]\nid = 'a'\ntokens = 0\n[[request]]\noutput_tokens = 1\n"),
-            "w.toml:3:10: prefix[0].tokens: expected an integer >= 1, got 0");
+            "w.toml:3:10: prefix[0].tokens: expected an integer from 1 to 100000000, got 0");
   EXPECT_EQ(parse_error("[[prefix]]\nid = 'a'\ntokens = 1\nshare = 1\n[[request]]\n"
                         "output_tokens = 1\n"),
             "w.toml:4:1: prefix[0].share: unknown key (known: id, tokens)");
   EXPECT_EQ(parse_error("[prefix]\nid = 'a'\ntokens = 1\n[[request]]\noutput_tokens = 1\n"),
             "w.toml:1:1: prefix: expected [[prefix]] entries (an array of tables), got a single "
             "[prefix] table; write [[prefix]], with double brackets");
-  EXPECT_EQ(parse_error("[[prefix]]\nid = 'a'\ntokens = 2147483000\n[[request]]\n"
+  EXPECT_EQ(parse_error("[[prefix]]\nid = 'a'\ntokens = 99999500\n[[request]]\n"
                         "output_tokens = 1\nprompt_tokens = 1000\nprefix = 'a'\n"),
-            "w.toml:7:10: request[0].prefix: prefix 'a' (2147483000 tokens) and prompt_tokens "
-            "(1000) add up to more than 2147483647 tokens");
+            "w.toml:7:10: request[0].prefix: prefix 'a' (99999500 tokens) and prompt_tokens "
+            "(1000) add up to more than 100000000 tokens");
   EXPECT_EQ(parse_error("[[prefix]]\nid = 'a'\ntokens = 1\n" + generated(3, "")),
             "w.toml:1:1: prefix: [[prefix]] entries are named by [[request]] entries; with "
             "[generate] they are never used (shared prefixes of generated requests go in "

@@ -213,7 +213,7 @@ TEST(Replay, DetectsTheFormat) {
   EXPECT_EQ(detect_trace_format(unknown, {"time", "in", "out"}).value(), TraceFormat::kCsv);
   f = detect_trace_format("/nonexistent/t.csv");
   ASSERT_FALSE(f.ok());
-  EXPECT_EQ(f.error().message, "/nonexistent/t.csv: cannot open file");
+  EXPECT_EQ(f.error().message, "/nonexistent/t.csv: cannot open file (no such file)");
 }
 
 TEST(Replay, DetectedFormatsReplay) {

@@ -211,7 +211,7 @@ TEST(Safetensors, WriteErrors) {
 }
 
 TEST(Safetensors, FileErrors) {
-  EXPECT_EQ(open_error("/nonexistent.safetensors"), "/nonexistent.safetensors: cannot open the file");
+  EXPECT_EQ(open_error("/nonexistent.safetensors"), "/nonexistent.safetensors: cannot open file (no such file)");
 
   std::string p = temp_path("short.safetensors");
   std::ofstream(p, std::ios::binary) << "abc";
@@ -226,7 +226,12 @@ TEST(Safetensors, FileErrors) {
   EXPECT_NE(open_error(p).find("header length 0 does not fit"), std::string::npos);
 
   p = raw_file("{\"a\": ", "");
-  EXPECT_EQ(open_error(p), p + ": the header is not valid JSON");
+  EXPECT_EQ(open_error(p), p + ": the header is not valid JSON (parse error at line 1, column 7: "
+                             "syntax error while parsing value - unexpected end of input; "
+                             "expected '[', '{', or a literal)");
+  p = raw_file("{\"a\": " + std::string(200, '[') + std::string(200, ']') + "}", "");
+  EXPECT_NE(open_error(p).find("nested more than 100 levels"), std::string::npos) << open_error(p);
+  EXPECT_NE(open_error("/dev/zero").find("it is not a regular file"), std::string::npos);
   p = raw_file("[1, 2]", "");
   EXPECT_EQ(open_error(p), p + ": the header is not a JSON object");
   p = raw_file(R"({"__metadata__": 3})", "");

@@ -277,7 +277,7 @@ TEST(SessionErrors, Options) {
             "w.toml:17:1: generate.sessions.turn: unknown key (known: turns, think_time, think, "
             "share_history)");
   EXPECT_EQ(parse_error(conversations(3, "", "dist = 'fixed'\nvalue = 0\n")),
-            "w.toml:19:9: generate.sessions.turns.value: expected an integer from 1 to 1000000000, "
+            "w.toml:19:9: generate.sessions.turns.value: expected an integer from 1 to 100000000, "
             "got 0");
 }
 
@@ -291,12 +291,12 @@ TEST(SessionErrors, Limits) {
             "20000000 segments in all (each turn repeats the history before it); lower the turns "
             "distribution's max or generate.requests");
   EXPECT_EQ(parse_error("[generate]\nrequests = 1\n[generate.arrival]\nprocess = 'poisson'\n"
-                        "rate = 1\n[generate.prompt_tokens]\ndist = 'fixed'\nvalue = 1000000000\n"
+                        "rate = 1\n[generate.prompt_tokens]\ndist = 'fixed'\nvalue = 40000000\n"
                         "[generate.output_tokens]\ndist = 'fixed'\nvalue = 1\n"
                         "[generate.sessions]\n[generate.sessions.turns]\ndist = 'fixed'\n"
                         "value = 3\n"),
             "w.toml:12:1: generate.sessions: conversation s0 reaches a prompt of more than "
-            "2147483647 tokens at turn 2; lower the turns or lengths' max");
+            "100000000 tokens at turn 2; lower the turns or lengths' max");
 }
 
 TEST(Sessions, ShippedMultiturnWorkload) {

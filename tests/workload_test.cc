@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "sim/toml_fields.h"
 #include "tests/test_util.h"
 
 #include <string>
@@ -312,11 +313,11 @@ output_tokens = 2
 [[request]]
 output_tokens = -3
 )"),
-            "w.toml:7:17: request[2].output_tokens: expected an integer >= 1, got -3");
+            "w.toml:7:17: request[2].output_tokens: expected an integer from 1 to 100000000, got -3");
   EXPECT_EQ(parse_error("[[request]]\noutput_tokens = 3.0\n"),
-            "w.toml:2:17: request[0].output_tokens: expected an integer >= 1, got 3.0");
+            "w.toml:2:17: request[0].output_tokens: expected an integer from 1 to 100000000, got 3.0");
   EXPECT_EQ(parse_error("[[request]]\noutput_tokens = 3\nprompt_tokens = 3000000000\n"),
-            "w.toml:3:17: request[0].prompt_tokens: expected an integer <= 2147483647, got "
+            "w.toml:3:17: request[0].prompt_tokens: expected an integer from 1 to 100000000, got "
             "3000000000");
   EXPECT_EQ(parse_error("[[request]]\narrival = 'soon'\noutput_tokens = 3\n"),
             "w.toml:2:11: request[0].arrival: expected a number >= 0, got \"soon\"");
@@ -325,7 +326,7 @@ output_tokens = -3
   EXPECT_EQ(parse_error("[[request]]\nid = ''\noutput_tokens = 3\n"),
             "w.toml:2:6: request[0].id: expected a non-empty string, got \"\"");
   EXPECT_EQ(parse_error("[[request]]\noutput_tokens = 3\nmax_tokens = 0\n"),
-            "w.toml:3:14: request[0].max_tokens: expected an integer >= 1, got 0");
+            "w.toml:3:14: request[0].max_tokens: expected an integer from 1 to 100000000, got 0");
 }
 
 TEST(WorkloadErrors, MissingAndUnknownKeys) {
@@ -357,7 +358,7 @@ TEST(WorkloadErrors, FileStructure) {
             "w.toml:3:1: generate: a workload has exactly one of [[request]] entries, [generate] "
             "or [replay]; this file also has [[request]] on line 1");
   EXPECT_EQ(parse_error("\n\n[replay]\npath = 'trace.csv'\n"),
-            "trace.csv: cannot open file (the trace of [replay] at w.toml:3:1)");
+            "trace.csv: cannot open file (no such file) (the trace of [replay] at w.toml:3:1)");
   EXPECT_TRUE(Contains(parse_error("[request]\noutput_tokens = 1\n"),
                        "w.toml:1:1: request: expected [[request]] entries (an array of tables), "
                        "got a single [request] table"));
@@ -371,10 +372,20 @@ TEST(WorkloadErrors, FileStructure) {
 TEST(WorkloadErrors, Files) {
   auto missing = load_workload("/nonexistent/w.toml", std::nullopt);
   ASSERT_FALSE(missing.ok());
-  EXPECT_EQ(missing.error().message, "/nonexistent/w.toml: cannot open file");
+  EXPECT_EQ(missing.error().message, "/nonexistent/w.toml: cannot open file (no such file)");
   auto directory = load_workload(kDataDir, std::nullopt);
   ASSERT_FALSE(directory.ok());
-  EXPECT_TRUE(Contains(directory.error().message, "cannot open file"));
+  EXPECT_TRUE(Contains(directory.error().message, "cannot open file (it is a directory)"));
+  // A device is refused before a byte is read (it would never end).
+  auto device = load_workload("/dev/zero", std::nullopt);
+  ASSERT_FALSE(device.ok());
+  EXPECT_EQ(device.error().message,
+            "/dev/zero: cannot open file (it is not a regular file: a device, a pipe or a socket)");
+  // A file larger than the cap is refused, not read into memory.
+  const std::string big = write_temp("big.toml", std::string(kMaxTextFileBytes + 1, '#'));
+  auto huge = load_workload(big, std::nullopt);
+  ASSERT_FALSE(huge.ok());
+  EXPECT_TRUE(Contains(huge.error().message, "the most this reads is 67108864")) << huge.error().message;
 }
 
 TEST(WorkloadErrors, GenerateTable) {

@@ -5,6 +5,8 @@
 #include <limits>
 #include <utility>
 
+#include "sim/request.h"
+#include "sim/toml_fields.h"
 #include "workloads/arrival.h"
 
 namespace servesim {
@@ -19,17 +21,50 @@ std::string_view trim(std::string_view s) {
 }  // namespace
 
 Result<LineReader> LineReader::open(const std::string& path) {
+  if (Status s = check_readable_file(path); !s.ok()) return s.error();
   std::ifstream in(path, std::ios::binary);
   if (!in) return Error{path + ": cannot open file"};
   return LineReader(path, std::move(in));
 }
 
 bool LineReader::next(std::string& line) {
-  if (!std::getline(in_, line)) return false;
+  if (!status_.ok()) return false;
+  line.clear();
+  std::streambuf* buf = in_.rdbuf();
+  int c = buf->sbumpc();
+  if (c == std::char_traits<char>::eof()) return false;
   ++line_number_;
+  for (; c != std::char_traits<char>::eof() && c != '\n'; c = buf->sbumpc()) {
+    if (line.size() == kMaxLineBytes) {
+      status_ = error("line longer than " + std::to_string(kMaxLineBytes) +
+                      " bytes; is this a trace file?");
+      return false;
+    }
+    line.push_back(static_cast<char>(c));
+  }
   if (!line.empty() && line.back() == '\r') line.pop_back();
   if (line_number_ == 1 && line.starts_with("\xEF\xBB\xBF")) line.erase(0, 3);
   return true;
+}
+
+std::string printable(std::string_view text) {
+  std::string out;
+  for (const char ch : text) {
+    const auto u = static_cast<unsigned char>(ch);
+    if (out.size() >= 60) {
+      out += "...";
+      break;
+    }
+    if (u >= 0x20 && u < 0x7f) {
+      out += ch;
+    } else {
+      static const char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[u >> 4];
+      out += kHex[u & 15];
+    }
+  }
+  return out;
 }
 
 Error LineReader::error(std::string_view message) const {
@@ -41,7 +76,7 @@ Error LineReader::error(std::string_view message) const {
 Error LineReader::expected(std::string_view column, std::string_view what,
                            std::string_view text) const {
   std::string message(column);
-  message.append(": expected ").append(what).append(", got '").append(text).append("'");
+  message.append(": expected ").append(what).append(", got '").append(printable(text)).append("'");
   return error(message);
 }
 
@@ -88,7 +123,10 @@ Result<CsvHeader> CsvHeader::read(LineReader& in) {
   CsvHeader header;
   header.path_ = in.path();
   std::string line;
-  if (!in.next(line)) return Error{in.path() + ": empty trace (no rows)"};
+  if (!in.next(line)) {
+    if (!in.status().ok()) return in.status().error();
+    return Error{in.path() + ": empty trace (no rows)"};
+  }
   if (is_blank(line)) return in.error("expected a header row naming the columns, got a blank line");
   if (!split_csv(line, header.names_)) return in.error("malformed CSV header: unclosed quote");
   return header;
@@ -105,7 +143,8 @@ Result<size_t> CsvHeader::find(std::string_view name) const {
   for (size_t i = 0; i < names_.size(); ++i) {
     if (names_[i] == name) return i;
   }
-  return Error{path_ + ":1: missing column '" + std::string(name) + "' (found: " + list() + ")"};
+  return Error{path_ + ":1: missing column '" + std::string(name) + "' (found: " + printable(list()) +
+               ")"};
 }
 
 std::string CsvHeader::list() const {
@@ -132,6 +171,7 @@ Status for_each_csv_row(LineReader& in, const CsvHeader& header, int64_t limit,
     if (Status s = row(fields); !s) return s;
     ++rows;
   }
+  if (!in.status().ok()) return in.status();
   if (rows == 0) return Error{in.path() + ": empty trace (no rows)"};
   return Ok{};
 }
@@ -167,7 +207,7 @@ Result<int32_t> parse_token_count(const LineReader& in, std::string_view column,
                                   std::string_view text) {
   const IntegerCell cell = parse_integer_cell(text);
   if (!cell.ok && !cell.out_of_range) return in.expected(column, "an integer >= 1", text);
-  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
+  constexpr int64_t kMax = kMaxTokens;
   if (cell.out_of_range || cell.value > kMax) {
     return in.expected(column, "an integer <= " + std::to_string(kMax), text);
   }

@@ -19,14 +19,22 @@
 
 namespace servesim {
 
+// The longest line a trace may have: a row of a trace is a few hundred bytes (a Mooncake row with
+// its hash ids a few kilobytes).
+inline constexpr size_t kMaxLineBytes = 1 << 20;
+
 class LineReader {
  public:
-  // Opens `path` for reading. Error: "PATH: cannot open file".
+  // Opens `path` for reading. Errors: check_readable_file's (sim/toml_fields.h): a folder, a
+  // device or a pipe is refused.
   static Result<LineReader> open(const std::string& path);
 
   // Reads the next line into `line`, without its line ending and (on line 1) without a UTF-8 BOM.
-  // Returns false at the end of the file; `line` is then unspecified.
+  // Returns false at the end of the file, or on a line longer than kMaxLineBytes or a read error;
+  // status() tells which. `line` is then unspecified.
   bool next(std::string& line);
+  // Ok, or why next() stopped before the end of the file ("PATH:LINE: line longer than ...").
+  const Status& status() const { return status_; }
 
   // The number (1-based) of the line last read; 0 before the first.
   int32_t line_number() const { return line_number_; }
@@ -43,7 +51,12 @@ class LineReader {
   std::string path_;
   std::ifstream in_;
   int32_t line_number_ = 0;
+  Status status_ = Ok{};
 };
+
+// Text from a file for a message: control and non-ASCII bytes as \xNN, cut to about 60 characters,
+// so that a binary file never writes raw bytes to the terminal.
+std::string printable(std::string_view text);
 
 // True when `line` holds nothing but spaces and tabs. Blank lines hold no row and are skipped.
 bool is_blank(std::string_view line);

@@ -7,12 +7,12 @@
 #include <optional>
 #include <string_view>
 
+#include "sim/request.h"
 #include "sim/toml_fields.h"
 
 namespace servesim {
 namespace {
 
-constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr std::string_view kKnownDists = "fixed, uniform, normal, lognormal, pareto, zipf";
 
@@ -103,9 +103,9 @@ Result<LengthDistribution> make_distribution(const toml::table& table, const std
     if (Status s = f.require("min"); !s) return s.error();
     if (Status s = f.require("max"); !s) return s.error();
   }
-  auto lo = f.integer("min", 1, kInt32Max);
+  auto lo = f.integer("min", 1, kMaxTokens);
   if (!lo) return lo.error();
-  auto hi = f.integer("max", 1, kInt32Max);
+  auto hi = f.integer("max", 1, kMaxTokens);
   if (!hi) return hi.error();
   out.min_ = static_cast<int32_t>(lo.value().value_or(1));
   out.max_ = static_cast<int32_t>(hi.value().value_or(kDefaultMaxLength));

@@ -12,10 +12,13 @@
 //
 // Every family also takes optional integer `min` and `max` (1 <= min <= max): a draw is rounded to the
 // nearest integer and clamped into [min, max]. Without `min` the floor is 1 (a length is at least one
-// token). Without `max` draws are clamped at kDefaultMaxLength (10^9) only so that they fit in int32;
-// that is not meant as a realistic limit, so give `max` for heavy-tailed families. For uniform, min and
+// token). Without `max` draws are clamped at kDefaultMaxLength (kMaxTokens, 10^8, the most tokens
+// any length may have); that is not meant as a realistic limit, so give `max` for heavy-tailed
+// families. For uniform, min and
 // max are the family's own parameters and are required.
 #pragma once
+
+#include "sim/request.h"
 
 #include <cstdint>
 #include <string>
@@ -29,7 +32,7 @@
 namespace servesim {
 
 // The ceiling of a draw when the table gives no `max`.
-inline constexpr int32_t kDefaultMaxLength = 1'000'000'000;
+inline constexpr int32_t kDefaultMaxLength = kMaxTokens;
 // The largest zipf `n` (its table of n cumulative weights is built at load time: 8 bytes each).
 inline constexpr int64_t kMaxZipfN = 10'000'000;
 

@@ -57,9 +57,9 @@ Result<const toml::array*> table_array(const toml::node& node, const std::string
   return array;
 }
 
-// An optional int32 field: the value, `fallback` when absent, or the error.
+// An optional token count: from 1 to kMaxTokens, `fallback` when absent, or the error.
 Result<int32_t> int32_field(const TableFields& f, std::string_view key, int32_t fallback) {
-  auto v = f.integer(key, 1, kInt32Max);
+  auto v = f.integer(key, 1, kMaxTokens);
   if (!v) return v.error();
   return static_cast<int32_t>(v.value().value_or(fallback));
 }
@@ -168,7 +168,7 @@ Status read_request(const TableFields& f, size_t i, const Prefixes& prefixes, Re
       return f.error_at_key("prefix", "prefix '" + name + "' (" + std::to_string(p.tokens) +
                                           " tokens) and prompt_tokens (" +
                                           std::to_string(spec.prompt_tokens) +
-                                          ") add up to more than " + std::to_string(kInt32Max) +
+                                          ") add up to more than " + std::to_string(kMaxTokens) +
                                           " tokens");
     }
   }

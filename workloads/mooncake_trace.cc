@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sim/json_text.h"
 #include "workloads/arrival.h"
 #include "workloads/csv_reader.h"
 
@@ -15,26 +16,22 @@ namespace {
 
 using nlohmann::json;
 
-// A JSON value for a message, cut short when long.
-std::string shown(const json& v) {
-  std::string text = v.dump();
-  if (text.size() > 40) text = text.substr(0, 37) + "...";
-  return text;
-}
+// A JSON value for a message: short and flat (json_excerpt).
+std::string shown(const json& v) { return json_excerpt(v); }
 
-// Parses one line. nlohmann reports a syntax error by exception; it is caught here and never
-// leaves this function.
+// Parses one line; every failure of the JSON reader is an error naming the line and column.
 Result<json> parse_line(const LineReader& in, const std::string& line) {
-  try {
-    return json::parse(line);
-  } catch (const json::parse_error& e) {
-    std::string what = e.what();  // "[json.exception.parse_error.101] parse error at line 1, ..."
-    if (const size_t end = what.find("] "); what.starts_with("[json.") && end != std::string::npos) {
-      what.erase(0, end + 2);
-    }
+  json row;
+  if (const auto failure = parse_json(line, row)) {
+    std::string what = failure->message;
+    // nlohmann says "at line 1, column N"; the line is the file's, given by the reader.
     if (const size_t at = what.find("at line 1, "); at != std::string::npos) what.erase(at + 3, 8);
+    if (failure->byte != 0 && what.find("column") == std::string::npos) {
+      what += " (at column " + std::to_string(failure->byte) + ")";
+    }
     return in.error("malformed JSON: " + what);
   }
+  return row;
 }
 
 Result<const json*> field(const LineReader& in, const json& row, const char* key) {
@@ -47,7 +44,7 @@ Result<int32_t> token_count(const LineReader& in, const json& row, const char* k
   auto v = field(in, row, key);
   if (!v) return v.error();
   const json& x = *v.value();
-  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
+  constexpr int64_t kMax = kMaxTokens;
   const std::string got = ", got " + shown(x);
   if (!x.is_number_integer()) return in.error(key + (": expected an integer >= 1" + got));
   if (x.is_number_unsigned() ? x.get<uint64_t>() > kMax : x.get<int64_t>() > kMax) {
@@ -148,6 +145,7 @@ Result<std::vector<RequestSpec>> read_mooncake_trace(const ReplayOptions& option
     }
     rows.push_back(std::move(spec));
   }
+  if (!reader.status().ok()) return reader.status().error();
   if (rows.empty()) return Error{options.path + ": empty trace (no rows)"};
   return rows;
 }

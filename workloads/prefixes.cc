@@ -10,7 +10,6 @@
 namespace servesim {
 namespace {
 
-constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 constexpr double kMaxExponent = 100.0;
 
 }  // namespace
@@ -43,7 +42,7 @@ Result<PrefixOptions> read_prefix_options(const toml::table& table, const std::s
   auto count = f.integer("count", 1, kMaxPrefixes);
   if (!count) return count.error();
   out.count = static_cast<int32_t>(count.value().value());
-  auto tokens = f.integer("tokens", 1, kInt32Max);
+  auto tokens = f.integer("tokens", 1, kMaxTokens);
   if (!tokens) return tokens.error();
   out.tokens = static_cast<int32_t>(tokens.value().value());
   auto exponent = f.number("exponent", 0.0, false, kMaxExponent);
@@ -80,7 +79,7 @@ int32_t PrefixPicker::draw() {
 bool prepend_prefix(RequestSpec& r, Segment prefix, uint64_t user_n) {
   assert(r.prompt.empty() && prefix.tokens >= 1 && r.prompt_tokens >= 1);
   const int64_t total = int64_t{prefix.tokens} + r.prompt_tokens;
-  if (total > kInt32Max) return false;
+  if (total > kMaxTokens) return false;
   r.prompt = {prefix, Segment{content_id(kUserContent, user_n), r.prompt_tokens}};
   r.prompt_tokens = static_cast<int32_t>(total);
   return true;

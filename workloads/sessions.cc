@@ -12,7 +12,6 @@
 namespace servesim {
 namespace {
 
-constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 
 // One conversation's running state: the prompt of its next turn, before the new user tokens.
 struct History {
@@ -162,9 +161,9 @@ Result<std::vector<RequestSpec>> generate_sessions(const SessionOptions& options
         r.think_time = draw_think(options, think_rng);
       }
       const int64_t total = history.tokens + user;
-      if (total > kInt32Max) {
+      if (total > kMaxTokens) {
         return where.error("conversation s" + std::to_string(c) + " reaches a prompt of more " +
-                           "than " + std::to_string(kInt32Max) + " tokens at turn " +
+                           "than " + std::to_string(kMaxTokens) + " tokens at turn " +
                            std::to_string(t) + "; lower the turns or lengths' max");
       }
       r.prompt_tokens = static_cast<int32_t>(total);

@@ -21,7 +21,6 @@
 namespace servesim {
 namespace {
 
-constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 
 
@@ -82,7 +81,7 @@ Result<Workload> generate(const toml::table& table, const std::string& path,
   if (!duration) return duration.error();
   auto seed = g.integer("seed", 0, kInt64Max);
   if (!seed) return seed.error();
-  auto max_tokens = g.integer("max_tokens", 1, kInt32Max);
+  auto max_tokens = g.integer("max_tokens", 1, kMaxTokens);
   if (!max_tokens) return max_tokens.error();
 
   auto arrival_table = g.subtable("arrival");
@@ -158,7 +157,7 @@ Result<Workload> generate(const toml::table& table, const std::string& path,
     if (k >= 0 && !prepend_prefix(r, prefix_segment(k, picker->options().tokens), i)) {
       const TableFields pf(*g.table().get("prefixes")->as_table(), path, "generate.prefixes");
       return pf.error_at_key("tokens", "a prefix plus a drawn prompt exceed " +
-                                           std::to_string(kInt32Max) + " tokens; lower tokens or "
+                                           std::to_string(kMaxTokens) + " tokens; lower tokens or "
                                            "generate.prompt_tokens.max");
     }
   }
