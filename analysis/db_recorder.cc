@@ -18,9 +18,9 @@ constexpr const char* kInsertMetric =
 constexpr const char* kEndRun =
     "UPDATE runs SET status = ?, finished_at = ?, wall_seconds = ?, error = ? WHERE id = ?";
 
-// Binds a time in seconds, or NULL for -1 (not happened).
+// Binds a time in seconds, or NULL for -1 (not happened) and kNever (beyond the horizon).
 void bind_time(sqlite3_stmt* stmt, int index, Time t) {
-  if (t < 0) {
+  if (t < 0 || t == kNever) {
     sqlite3_bind_null(stmt, index);
   } else {
     sqlite3_bind_double(stmt, index, to_seconds(t));

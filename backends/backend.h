@@ -3,6 +3,8 @@
 // measure it, with a cost model's prediction beside the measurement. A backend never sees the queue.
 #pragma once
 
+#include <algorithm>
+
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -29,9 +31,18 @@ struct BackendSetup {
 };
 
 struct IterationResult {
-  Time duration = 0;    // what advances the simulated clock; > 0
+  // What advances the simulated clock; > 0. kNever when the iteration would last longer than the
+  // simulation horizon (a cost model priced it past 10^9 s): the replica then fails the run.
+  Time duration = 0;
   Time predicted = -1;  // a cost model's prediction beside a measured duration, or -1
 };
+
+// A cost model's price in seconds as a duration: at least 1 ns; kNever when it is not finite or
+// longer than the simulation horizon (sim/time.h), never an overflowed or negative count.
+inline Time priced_duration(double seconds) {
+  const Time t = seconds_to_time(seconds);
+  return t == kNever ? kNever : std::max<Time>(t, 1);
+}
 
 class Backend {
  public:

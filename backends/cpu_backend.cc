@@ -20,7 +20,7 @@ CpuBackend::CpuBackend(RooflineModel predictor, std::unique_ptr<ModelWeights> we
 int64_t CpuBackend::kv_blocks(int32_t /*block_size*/) const { return runner_.num_blocks(); }
 
 IterationResult CpuBackend::run(const Batch& batch) {
-  const Time predicted = std::max<Time>(from_seconds(predictor_.price(batch).total()), 1);
+  const Time predicted = priced_duration(predictor_.price(batch).total());
   if (!batch_.build(batch)) return {predicted, predicted};  // only padding rows
   const auto start = std::chrono::steady_clock::now();
   const CpuModelRunner::Output out = runner_.forward(batch_.input());

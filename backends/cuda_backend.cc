@@ -24,12 +24,12 @@ class CudaBackend final : public Backend {
         batch_(predictor_.model().vocab_size, block_size) {}
 
   IterationResult run(const Batch& batch) override {
-    const Time predicted = std::max<Time>(from_seconds(predictor_.price(batch).total()), 1);
+    const Time predicted = priced_duration(predictor_.price(batch).total());
     if (!batch_.build(batch)) return {predicted, predicted};  // only padding rows
     const CudaModelRunner::Output out = runner_.forward(batch_.input(), /*return_logits=*/false);
     batch_.record(out.next_tokens);
     // CUDA events on the runner's stream: the step's upload, layers and download.
-    return {std::max<Time>(from_seconds(runner_.last_step_seconds()), 1), predicted};
+    return {priced_duration(runner_.last_step_seconds()), predicted};
   }
   int64_t kv_blocks(int32_t /*block_size*/) const override { return runner_.num_blocks(); }
   std::string_view name() const override { return "cuda"; }

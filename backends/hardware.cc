@@ -12,7 +12,6 @@
 namespace servesim {
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kBytesPerGiB = 1073741824.0;  // 2^30
 constexpr double kGiga = 1e9;                  // GB/s -> bytes/s
 constexpr double kTera = 1e12;                 // TFLOP/s -> FLOP/s
@@ -66,19 +65,21 @@ Result<HardwareSpec> load_hardware(const std::string& path) {
     double scale;
     double* out;
   };
+  // Bounds far outside any real device (data/hardware/README.md), so that every time and size the
+  // roofline derives stays finite and inside the simulation horizon.
   const NumberKey numbers[] = {
-      {"memory_gib", true, 0, false, kInf, kBytesPerGiB, &hw.memory_bytes},
-      {"memory_bandwidth_gbs", true, 0, false, kInf, kGiga, &hw.memory_bandwidth},
-      {"fp16_tflops", true, 0, false, kInf, kTera, &hw.fp16_flops},
-      {"fp8_tflops", false, 0, true, kInf, kTera, &hw.fp8_flops},
-      {"fp32_tflops", true, 0, false, kInf, kTera, &hw.fp32_flops},
-      {"interconnect_gbs", true, 0, false, kInf, kGiga, &hw.interconnect_bandwidth},
-      {"interconnect_latency_us", false, 0, true, kInf, kMicro, &hw.interconnect_latency},
-      {"gemm_efficiency", false, 0, false, 1.0, 1.0, &hw.gemm_efficiency},
-      {"memory_efficiency", false, 0, false, 1.0, 1.0, &hw.memory_efficiency},
-      {"attention_efficiency", false, 0, false, 1.0, 1.0, &hw.attention_efficiency},
-      {"overhead_us", false, 0, true, kInf, kMicro, &hw.overhead},
-      {"gemm_half_rows", false, 0, true, kInf, 1.0, &hw.gemm_half_rows},
+      {"memory_gib", true, 1e-3, true, 1e6, kBytesPerGiB, &hw.memory_bytes},
+      {"memory_bandwidth_gbs", true, 1e-3, true, 1e6, kGiga, &hw.memory_bandwidth},
+      {"fp16_tflops", true, 1e-6, true, 1e6, kTera, &hw.fp16_flops},
+      {"fp8_tflops", false, 0, true, 1e6, kTera, &hw.fp8_flops},
+      {"fp32_tflops", true, 1e-6, true, 1e6, kTera, &hw.fp32_flops},
+      {"interconnect_gbs", true, 1e-3, true, 1e6, kGiga, &hw.interconnect_bandwidth},
+      {"interconnect_latency_us", false, 0, true, 1e6, kMicro, &hw.interconnect_latency},
+      {"gemm_efficiency", false, 1e-3, true, 1.0, 1.0, &hw.gemm_efficiency},
+      {"memory_efficiency", false, 1e-3, true, 1.0, 1.0, &hw.memory_efficiency},
+      {"attention_efficiency", false, 1e-3, true, 1.0, 1.0, &hw.attention_efficiency},
+      {"overhead_us", false, 0, true, 1e6, kMicro, &hw.overhead},
+      {"gemm_half_rows", false, 0, true, 1e9, 1.0, &hw.gemm_half_rows},
   };
   for (const NumberKey& n : numbers) {
     if (Status s = read_number(f, n.key, n.required, n.min, n.min_inclusive, n.max, n.scale, n.out);

@@ -11,7 +11,7 @@ RooflineBackend::RooflineBackend(RooflineModel model, MemoryPlan memory)
     : model_(std::move(model)), memory_(memory) {}
 
 IterationResult RooflineBackend::run(const Batch& batch) {
-  const Time t = std::max<Time>(from_seconds(model_.price(batch).total()), 1);
+  const Time t = priced_duration(model_.price(batch).total());
   return {t, t};  // the prediction is the duration (iterations.predicted = duration)
 }
 

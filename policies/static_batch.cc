@@ -89,7 +89,8 @@ class StaticPolicy final : public Policy {
     const bool full = k == limit || k < queue.size();
     if (!full && view.more_arrivals_expected()) {
       if (max_wait_ == kNever) return;  // wait for a full batch or the end of the workload
-      const Time deadline = queue.front()->arrival + max_wait_;
+      const Time deadline = add_time(queue.front()->arrival, max_wait_);
+      if (deadline == kNever) return;  // past the horizon: as good as forever
       if (now < deadline) {
         batch.wake_at = deadline;
         return;
@@ -121,8 +122,8 @@ Result<std::unique_ptr<Policy>> make_static_policy(const toml::table& options) {
   const std::string padding = r.choice("padding", "shrink", {"shrink", "pad"});
   r.reject_unknown();
   if (!r.ok()) return r.error();
-  // Anything past int64 nanoseconds (~292 years) is as good as forever.
-  const Time wait = max_wait > 9e9 ? kNever : from_seconds(max_wait);
+  // A wait past the simulation horizon is as good as forever.
+  const Time wait = seconds_to_time(max_wait);
   return std::unique_ptr<Policy>(
       std::make_unique<StaticPolicy>(wait, release == "batch", padding == "pad"));
 }

@@ -1,5 +1,7 @@
 #include "sim/replica.h"
 
+#include "sim/toml_fields.h"
+
 #include <algorithm>
 #include <cassert>
 #include <utility>
@@ -66,10 +68,20 @@ Time Replica::start_iteration(Time now) {
 
   const IterationResult result = backend_->run(batch_);
   assert(result.duration > 0);
+  const Time end = add_time(now, result.duration);
+  if (end == kNever) {
+    failure_ = "iteration " + std::to_string(step_) + " of replica " + std::to_string(id_) +
+               ", starting at " + format_number(to_seconds(now)) + " s, would end past the " +
+               "simulation horizon of 1e9 s (" +
+               (result.duration == kNever ? std::string("the cost model priced it beyond that")
+                                          : "it lasts " + format_number(to_seconds(result.duration)) + " s") +
+               "); check the hardware's bandwidth, FLOP/s and overhead_us";
+    return kNever;
+  }
   record_.duration = result.duration;
   record_.predicted = result.predicted;
   busy_ = true;
-  return now + result.duration;
+  return end;
 }
 
 void Replica::finish_iteration(Time now) {

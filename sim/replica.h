@@ -37,9 +37,12 @@ class Replica final : public ReplicaView {
 
   bool busy() const { return busy_; }
   // Asks the policy for a batch at `now` and starts it. Returns the iteration's end time, or kNever
-  // if the batch was empty (then wake_at() says when the policy wants to be asked again).
+  // if the batch was empty (then wake_at() says when the policy wants to be asked again) or the
+  // iteration would end past the simulation horizon (then failure() says so, and the run must stop).
   // REQUIRES: !busy()
   Time start_iteration(Time now);
+  // Why the replica cannot go on ("" while it can).
+  const std::string& failure() const { return failure_; }
   Time wake_at() const { return wake_at_; }
   // Applies the running iteration's results at its end time `now`. REQUIRES: busy()
   void finish_iteration(Time now);
@@ -83,6 +86,7 @@ class Replica final : public ReplicaView {
   IterationRecord record_;   // the iteration in flight
   Time now_ = 0;             // time of the current decision (for admit / release)
   Time wake_at_ = kNever;
+  std::string failure_;
   int64_t step_ = 0;
   bool busy_ = false;
 };

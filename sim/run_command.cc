@@ -276,7 +276,7 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
   }
   if (result.outcome == RunOutcome::kFailed) {
     err << "sim: run " << run_id.value() << " failed: " << result.error << "\n";
-    return kExitFailed;
+    return result.bad_input ? kExitBadInput : kExitFailed;
   }
   if (result.outcome == RunOutcome::kInterrupted) {
     err << "sim: interrupted; run " << run_id.value() << " keeps what was logged (status interrupted)\n";

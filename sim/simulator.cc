@@ -1,5 +1,7 @@
 #include "sim/simulator.h"
 
+#include "sim/toml_fields.h"
+
 #include <algorithm>
 #include <cassert>
 #include <numeric>
@@ -116,8 +118,17 @@ void Simulator::settle_dependents(Time now) {
       }
       ready_at_[ci] = std::max(ready_at_[ci], parent.finished);
       if (--parents_left_[ci] == 0) {
-        events_.push(ready_at_[ci] + child.spec->think_time, EventKind::kArrival,
-                     static_cast<int32_t>(ci));
+        const Time at = add_time(ready_at_[ci], child.spec->think_time);
+        if (at == kNever) {
+          if (failure_.empty()) {
+            failure_ = "request '" + child.id() + "' would arrive past the simulation horizon " +
+                       "of 1e9 s (its parents finish at " + format_number(to_seconds(ready_at_[ci])) +
+                       " s, and its think_time is " + format_number(to_seconds(child.spec->think_time)) +
+                       " s)";
+          }
+          continue;
+        }
+        events_.push(at, EventKind::kArrival, static_cast<int32_t>(ci));
       }
     }
   }
@@ -130,6 +141,7 @@ void Simulator::schedule_idle(Time now) {
     if (rep.busy()) continue;
     const Time end = rep.start_iteration(now);
     const auto id = static_cast<int32_t>(i);
+    if (!rep.failure().empty() && failure_.empty()) failure_ = rep.failure();
     if (end != kNever) {
       events_.push(end, EventKind::kIterationEnd, id);
     } else if (rep.wake_at() != kNever && rep.wake_at() > now && rep.wake_at() != pending_wake_[i]) {
@@ -145,6 +157,7 @@ RunResult Simulator::run(const std::atomic<bool>* stop) {
     if (stop != nullptr && stop->load(std::memory_order_relaxed)) {
       return finish({RunOutcome::kInterrupted, ""});
     }
+    if (!failure_.empty()) return finish({RunOutcome::kFailed, failure_, true});
     Time now = kNever;
     if (next_arrival_ < n) now = requests_[static_cast<size_t>(independent_[next_arrival_])].arrival;
     if (!events_.empty()) now = std::min(now, events_.top().time);
@@ -186,6 +199,18 @@ RunResult Simulator::run(const std::atomic<bool>* stop) {
     return finish({RunOutcome::kFailed,
                    "the policy stopped making progress with " + std::to_string(stuck) +
                        " requests waiting or running (a bug in the policy)"});
+  }
+  if (!failure_.empty()) return finish({RunOutcome::kFailed, failure_, true});
+  // A done run has settled every request, at times inside the horizon, in order.
+  for (const Request& r : requests_) {
+    const bool finished = r.status == RequestStatus::kDone && r.finished >= 0;
+    if (r.status == RequestStatus::kRejected) continue;
+    if (!finished || r.arrival < 0 || r.scheduled < r.arrival || r.first_token < r.scheduled ||
+        r.finished < r.first_token || r.finished > kTimeHorizon) {
+      return finish({RunOutcome::kFailed,
+                     "request '" + r.id() + "' did not finish in order inside the horizon " +
+                         "(a bug: please report it with the workload)"});
+    }
   }
   return finish({RunOutcome::kDone, ""});
 }

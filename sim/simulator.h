@@ -41,7 +41,8 @@ struct SimOptions {
 
 struct RunResult {
   RunOutcome outcome = RunOutcome::kDone;
-  std::string error;  // set when outcome is kFailed
+  std::string error;       // set when outcome is kFailed
+  bool bad_input = false;  // kFailed because of the inputs (a time past the horizon), not a bug
 };
 
 class Simulator {
@@ -78,6 +79,7 @@ class Simulator {
   // Dependencies: children of request i are children_[child_start_[i] .. child_start_[i + 1]).
   std::vector<int32_t> child_start_, children_;
   std::vector<int32_t> parents_left_;
+  std::string failure_;  // why the run cannot go on (a time past the horizon); "" while it can
   std::vector<Time> ready_at_;         // when the last parent so far finished
   int64_t pending_dependents_ = 0;     // dependent requests not arrived (nor rejected) yet
   std::vector<int32_t> settled_;       // settled since last looked at (filled by the replicas)
