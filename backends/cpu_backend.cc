@@ -1,14 +1,30 @@
 #include "backends/cpu_backend.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cassert>
 #include <chrono>
+#include <fstream>
+#include <string>
 #include <utility>
 
 #include "backends/kv_memory.h"
 #include "backends/specs.h"
 
 namespace servesim {
+
+double host_available_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  double kib = 0;
+  std::string unit;
+  while (in >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  const long pages = sysconf(_SC_AVPHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+  return pages > 0 && size > 0 ? static_cast<double>(pages) * static_cast<double>(size) : 0;
+}
 
 CpuBackend::CpuBackend(RooflineModel predictor, std::unique_ptr<ModelWeights> weights,
                        int32_t num_blocks, int32_t block_size)
@@ -35,14 +51,26 @@ Result<std::unique_ptr<Backend>> make_cpu_backend(const BackendSetup& setup) {
   if (setup.tp != 1) return Error{"--tp: the cpu backend runs on one host (tp 1)"};
   Result<Specs> specs = load_specs(setup, kDefaultCpuHardware, kDefaultCpuModel);
   if (!specs.ok()) return specs.error();
-  Result<ModelWeights> weights = load_weights(setup, specs.value().model);
-  if (!weights.ok()) return weights.error();
+  // Everything is sized before anything is allocated: the plan, then this host's free memory.
   Result<MemoryPlan> memory = plan_memory(specs.value().hardware, specs.value().model,
                                           memory_options(setup, DType::kFp32, DType::kFp32));
   if (!memory.ok()) return memory.error();
   // The engine allocates its cache for real: at most 256 MiB, plenty for a tiny model.
   const auto cap = static_cast<int64_t>((1 << 28) / memory.value().block_bytes);
   const auto blocks = static_cast<int32_t>(std::min(memory.value().num_blocks, cap));
+  const double need = specs.value().model.weight_bytes(DType::kFp32) +
+                      static_cast<double>(blocks) * memory.value().block_bytes;
+  const double available = host_available_bytes();
+  if (available > 0 && need > available) {
+    return Error{"the cpu engine needs " + std::to_string(static_cast<long long>(need)) +
+                 " bytes for " + specs.value().model.name +
+                 "'s fp32 weights and KV cache, and this host has " +
+                 std::to_string(static_cast<long long>(available)) +
+                 " bytes available; use a smaller --model (the cpu engine is for tiny models, "
+                 "e.g. --model tiny)"};
+  }
+  Result<ModelWeights> weights = load_weights(setup, specs.value().model);
+  if (!weights.ok()) return weights.error();
   if (setup.kv_blocks > 0 && setup.kv_blocks > blocks) {
     return Error{"kv.blocks " + std::to_string(setup.kv_blocks) +
                  " is more than the cpu engine's cache of " + std::to_string(blocks) + " blocks"};

@@ -27,13 +27,17 @@ MemoryPlan plan(const HardwareSpec& hw, const ModelSpec& m, const MemoryOptions&
   p.block_bytes = 2.0 * static_cast<double>(m.num_layers) * kv_heads * static_cast<double>(m.head_dim) *
                   o.block_size * dtype_bytes(o.kv);
   const double free = p.budget - p.weights - p.activations - p.non_torch;
-  p.num_blocks = free > 0 ? std::max<int64_t>(static_cast<int64_t>(std::floor(free / p.block_bytes)) - 1, 0) : 0;
+  // In double until it is known to fit: a huge memory over a tiny block overflowed the cast.
+  const double blocks = free > 0 ? std::floor(free / p.block_bytes) - 1 : 0;
+  p.num_blocks = blocks <= 0 ? 0 : blocks > static_cast<double>(kMaxKvBlocks) ? kMaxKvBlocks + 1
+                                                                               : static_cast<int64_t>(blocks);
   return p;
 }
 
 std::string gib(double bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f GiB", bytes / kGiB);
+  char buf[64];
+  const double g = bytes / kGiB;
+  std::snprintf(buf, sizeof buf, g < 1e9 ? "%.1f GiB" : "%.3g GiB", g);
   return buf;
 }
 
@@ -41,6 +45,11 @@ std::string gib(double bytes) {
 
 Result<MemoryPlan> plan_memory(const HardwareSpec& hw, const ModelSpec& model, const MemoryOptions& o) {
   const MemoryPlan p = plan(hw, model, o, o.tp);
+  if (p.num_blocks > kMaxKvBlocks) {
+    return Error{"the KV cache of " + model.name + " on " + hw.name + " would hold more than " +
+                 std::to_string(kMaxKvBlocks) + " blocks of " + std::to_string(o.block_size) +
+                 " tokens, more than servesim tracks; raise --block-size or lower memory_gib"};
+  }
   if (p.num_blocks > 0) return p;
   const double need = p.weights + p.activations + p.non_torch + 2 * p.block_bytes;
   std::string msg = model.name + " (" + dtype_name(o.weights) + ", tp " + std::to_string(o.tp) +
@@ -51,7 +60,9 @@ Result<MemoryPlan> plan_memory(const HardwareSpec& hw, const ModelSpec& model, c
                     std::to_string(o.gpu_memory_utilization).substr(0, 4) + " gives " + gib(p.budget) +
                     ": " + gib(need - p.budget) + " missing";
   for (int32_t tp = o.tp * 2; tp <= 64; tp *= 2) {
-    if (plan(hw, model, o, tp).num_blocks > 0) return Error{msg + "; try --tp " + std::to_string(tp)};
+    if (check_tensor_parallel(model, tp).ok() && plan(hw, model, o, tp).num_blocks > 0) {
+      return Error{msg + "; try --tp " + std::to_string(tp)};
+    }
   }
   return Error{msg + "; no tensor-parallel degree up to 64 fits it"};
 }

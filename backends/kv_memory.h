@@ -25,6 +25,10 @@ struct MemoryOptions {
   int32_t max_num_batched_tokens = 8192;
 };
 
+// The most KV blocks a replica may have: block ids are 32-bit (sim/kv_cache.h), as --set kv.blocks
+// is bounded too. A plan above it is an error, never a clipped count.
+inline constexpr int64_t kMaxKvBlocks = INT32_MAX;
+
 // Memory outside PyTorch's allocator: CUDA context, NCCL and cuBLAS workspaces, CUDA graphs. vLLM
 // measures it; 1 GiB is typical of a single GPU (an estimate, not a datasheet figure).
 inline constexpr double kNonTorchBytes = 1.0 * (1 << 30);

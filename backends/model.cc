@@ -193,6 +193,21 @@ double ModelSpec::kv_bytes_per_token(DType kv) const {
   return 2 * static_cast<double>(num_layers * num_kv_heads * head_dim) * dtype_bytes(kv);
 }
 
+Status check_tensor_parallel(const ModelSpec& model, int64_t tp) {
+  const auto works = [&](int64_t t) {
+    return model.num_heads % t == 0 && (model.num_kv_heads % t == 0 || t % model.num_kv_heads == 0);
+  };
+  if (tp >= 1 && works(tp)) return Ok{};
+  std::string good;
+  for (int64_t t = 1; t <= model.num_heads; ++t) {
+    if (works(t)) good += (good.empty() ? "" : ", ") + std::to_string(t);
+  }
+  return Error{"--tp " + std::to_string(tp) + ": " + model.name + " has " +
+               std::to_string(model.num_heads) + " attention heads and " +
+               std::to_string(model.num_kv_heads) + " KV heads, which " + std::to_string(tp) +
+               " GPUs cannot share evenly (vLLM refuses it too); tp can be " + good};
+}
+
 Result<ModelSpec> load_model(const std::string& path) {
   Result<std::string> read = read_text_file(path, kMaxModelConfigBytes);
   if (!read.ok()) return read.error();

@@ -62,6 +62,11 @@ inline constexpr int64_t kMaxModelVocab = 1 << 24;      // vocab_size
 inline constexpr int64_t kMaxModelExperts = 4096;       // num_local_experts, num_experts_per_tok
 inline constexpr size_t kMaxModelConfigBytes = 16 << 20;  // a config.json larger than this is refused
 
+// Ok if the model can be split over `tp` GPUs as vLLM splits it: tp divides the attention heads,
+// and the KV heads divide among the GPUs or are replicated evenly (tp a multiple of them). Else an
+// error that lists the degrees that work.
+Status check_tensor_parallel(const ModelSpec& model, int64_t tp);
+
 // Reads a config.json. Errors name the file and key (and line for malformed JSON).
 Result<ModelSpec> load_model(const std::string& path);
 

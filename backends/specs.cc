@@ -19,6 +19,7 @@ Result<Specs> load_specs(const BackendSetup& setup, const char* default_hardware
   if (!model_path.ok()) return model_path.error();
   Result<ModelSpec> model = load_model(model_path.value());
   if (!model.ok()) return model.error();
+  if (Status s = check_tensor_parallel(model.value(), setup.tp); !s.ok()) return s.error();
   return Specs{std::move(hw.value()), std::move(model.value())};
 }
 

@@ -11,6 +11,23 @@ namespace {
 
 using CpuBackendCli = Cli;
 
+// Regression: the engine allocated the weights before checking that they fit (a 32 GB allocation
+// for --model llama-3-8b). Now a model larger than the host's free memory is refused first, with
+// the bytes needed and available; here 280 GB of fp32 weights on a hardware file that claims 1 PiB.
+TEST_F(CpuBackendCli, AModelLargerThanTheHostIsRefusedBeforeAnyAllocation) {
+  const std::string hw = write("huge.toml",
+                               "name = 'huge host'\nmemory_gib = 1000000\nmemory_bandwidth_gbs = 20\n"
+                               "fp16_tflops = 1\nfp32_tflops = 1\ninterconnect_gbs = 10\n");
+  const Outcome o = sim({"--backend", "cpu", "--hardware", hw, "--model", "llama-3-70b", "--trace",
+                         "seed-toy.toml"});
+  EXPECT_EQ(o.status, 2) << o.output;
+  EXPECT_NE(o.output.find("fp32 weights and KV cache, and this host has"), std::string::npos)
+      << o.output;
+  EXPECT_NE(o.output.find("bytes available"), std::string::npos) << o.output;
+  // --tp other than 1 and a model that does not fit the hardware file fail before it too.
+  EXPECT_EQ(sim({"--backend", "cpu", "--model", "llama-3-8b", "--trace", "seed-toy.toml"}).status, 2);
+}
+
 TEST_F(CpuBackendCli, EveryPolicyRunsTheTinyModelEndToEnd) {
   const std::string w = write("w.toml",
                               "[generate]\nrequests = 12\nseed = 3\n[generate.arrival]\nprocess = "

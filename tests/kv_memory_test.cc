@@ -57,5 +57,40 @@ TEST(KvMemory, TensorParallelismSplitsWeightsAndKvHeads) {
   EXPECT_GT(b.num_blocks, 2 * a.num_blocks);  // more room per GPU, and half the bytes per block
 }
 
+// Regressions: a huge memory over a tiny model overflowed the double -> int64 cast (and the - 1),
+// and logged INT64_MAX blocks; a huge shortfall lost its unit in a 32-byte buffer.
+TEST(KvMemory, HugeMemoryIsAnErrorAndHugeShortfallsKeepTheirUnit) {
+  HardwareSpec big = hw("a100-80gb");
+  big.memory_bytes = 1e6 * 1073741824.0;
+  MemoryOptions o;
+  o.block_size = 1;
+  Result<MemoryPlan> p = plan_memory(big, mdl("tiny"), o);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.error().message.find("more than 2147483647 blocks of 1 tokens"), std::string::npos)
+      << p.error().message;
+  ModelSpec huge = mdl("llama-3-8b");
+  huge.num_layers = 4096;
+  huge.hidden_size = 1 << 20;
+  huge.intermediate_size = 8 << 20;
+  huge.num_experts = 4096;
+  Result<MemoryPlan> q = plan_memory(hw("t4"), huge, MemoryOptions{});
+  ASSERT_FALSE(q.ok());
+  EXPECT_NE(q.error().message.find("e+"), std::string::npos) << q.error().message;
+  EXPECT_NE(q.error().message.find(" GiB missing"), std::string::npos) << q.error().message;
+}
+
+// vLLM refuses a tp that does not divide the attention heads, or that splits the KV heads unevenly.
+TEST(KvMemory, TensorParallelDegreesThatDoNotDivideTheHeadsAreRefused) {
+  const ModelSpec m = mdl("llama-3-8b");  // 32 heads, 8 KV heads
+  for (int64_t tp : {1, 2, 4, 8, 16, 32}) EXPECT_TRUE(check_tensor_parallel(m, tp).ok()) << tp;
+  for (int64_t tp : {3, 6, 12, 24, 64, 1024}) {
+    Status s = check_tensor_parallel(m, tp);
+    ASSERT_FALSE(s.ok()) << tp;
+    EXPECT_NE(s.error().message.find("has 32 attention heads and 8 KV heads"), std::string::npos);
+    EXPECT_NE(s.error().message.find("tp can be 1, 2, 4, 8, 16, 32"), std::string::npos)
+        << s.error().message;
+  }
+}
+
 }  // namespace
 }  // namespace servesim
