@@ -1,5 +1,7 @@
 #include "analysis/database.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -22,10 +24,11 @@ const std::array<TableSchema, 4>& schema() {
   static const std::array<TableSchema, 4> tables = {{
       {"runs",
        {"id", "name", "started_at", "finished_at", "status", "policy", "backend", "hardware",
-        "model", "workload", "config", "seed", "version", "wall_seconds", "error"},
+        "model", "workload", "config", "seed", "version", "wall_seconds", "error", "host", "pid"},
        "CREATE TABLE IF NOT EXISTS runs(id INTEGER PRIMARY KEY, name TEXT, started_at TEXT, "
        "finished_at TEXT, status TEXT, policy TEXT, backend TEXT, hardware TEXT, model TEXT, "
-       "workload TEXT, config TEXT, seed INTEGER, version TEXT, wall_seconds REAL, error TEXT);"},
+       "workload TEXT, config TEXT, seed INTEGER, version TEXT, wall_seconds REAL, error TEXT, "
+       "host TEXT, pid INTEGER);"},
       {"requests",
        {"run_id", "id", "replica", "arrival", "scheduled", "first_token", "finished",
         "prompt_tokens", "output_tokens", "cached_tokens", "preemptions", "status", "reason",
@@ -77,6 +80,12 @@ void bind_text_or_null(sqlite3_stmt* stmt, int index, const std::string& s) {
 }
 
 }  // namespace
+
+std::string this_host() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0) return "";
+  return name;
+}
 
 std::string utc_now_iso8601() {
   const auto now = std::chrono::system_clock::now();
@@ -163,6 +172,7 @@ Status Database::check_schema(bool create) {
         "); use another --db"};
   }
   bool missing = false;
+  bool upgrade = false;
   for (const TableSchema& t : schema()) {
     if (!has(t.name)) {
       missing = true;
@@ -174,16 +184,13 @@ Status Database::check_schema(bool create) {
       return Error{error_message()};
     }
     std::vector<std::string> expected(t.columns.begin(), t.columns.end());
-    if (t.name == "requests" && columns.size() + 1 == expected.size() &&
+    // Schema version 1 lacks the columns added since (they come last): readable as it is,
+    // upgraded in place to be written to.
+    const size_t added = t.name == "requests" ? 1 : t.name == "runs" ? 2 : 0;
+    if (added > 0 && columns.size() + added == expected.size() &&
         std::equal(columns.begin(), columns.end(), expected.begin())) {
-      // Schema version 1, before requests.priority: readable as it is; upgraded to write to it.
       if (!create) continue;
-      if (Status s = exec("BEGIN IMMEDIATE; ALTER TABLE requests ADD COLUMN priority INTEGER; "
-                          "PRAGMA user_version = 2; COMMIT;");
-          !s.ok()) {
-        (void)exec("ROLLBACK;");
-        return s;
-      }
+      upgrade = true;
       continue;
     }
     if (columns != expected) {
@@ -191,6 +198,16 @@ Status Database::check_schema(bool create) {
                    "), expected (" + join(expected) +
                    "); it was not written by this version of servesim; use another --db"};
     }
+  }
+  if (upgrade) {
+    if (Status s = exec("BEGIN IMMEDIATE; ALTER TABLE requests ADD COLUMN priority INTEGER; "
+                        "ALTER TABLE runs ADD COLUMN host TEXT; ALTER TABLE runs ADD COLUMN pid "
+                        "INTEGER; PRAGMA user_version = 2; COMMIT;");
+        !s.ok()) {
+      (void)exec("ROLLBACK;");
+      return s;
+    }
+    return Ok{};
   }
   if (!missing) return Ok{};
   if (!create) return Error{path_ + " is not a complete servesim database; use another --db"};
@@ -207,7 +224,7 @@ Status Database::check_schema(bool create) {
 Result<int64_t> Database::begin_run(const RunInfo& info) {
   static constexpr const char* kSql =
       "INSERT INTO runs(name, started_at, status, policy, backend, hardware, model, workload, "
-      "config, seed, version) VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)";
+      "config, seed, version, host, pid) VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
   sqlite3_stmt* stmt = nullptr;
   if (sqlite3_prepare_v2(db_, kSql, -1, &stmt, nullptr) != SQLITE_OK) {
     return Error{error_message()};
@@ -223,6 +240,12 @@ Result<int64_t> Database::begin_run(const RunInfo& info) {
   bind_text_or_null(stmt, 8, info.config_toml);
   sqlite3_bind_int64(stmt, 9, static_cast<sqlite3_int64>(info.seed));
   bind_text_or_null(stmt, 10, info.version);
+  bind_text_or_null(stmt, 11, info.host);
+  if (info.pid > 0) {
+    sqlite3_bind_int64(stmt, 12, info.pid);
+  } else {
+    sqlite3_bind_null(stmt, 12);
+  }
   if (sqlite3_step(stmt) != SQLITE_DONE) {
     Error error{error_message()};
     sqlite3_finalize(stmt);

@@ -30,9 +30,14 @@
 
 namespace servesim {
 
-// PRAGMA user_version of databases this code writes. 2: requests.priority (a version-1 database is
-// upgraded in place when opened for writing, its old rows' priority NULL; read-only opens read it).
+// PRAGMA user_version of databases this code writes. 2: requests.priority, and runs.host and
+// runs.pid (the process that writes the run, so that a reader can tell a run whose process is gone
+// from one still running). A version-1 database is upgraded in place when opened for writing, its
+// old rows' new columns NULL; read-only opens read it as it is.
 inline constexpr int kSchemaVersion = 2;
+
+// This machine's host name (gethostname), for runs.host.
+std::string this_host();
 
 struct RunInfo {
   // Every field has a default, so designated initializers may name only some (-Wextra is quiet).
@@ -40,6 +45,8 @@ struct RunInfo {
   std::string config_toml{};  // the fully resolved run configuration, as TOML text
   uint64_t seed = 0;          // stored as a 64-bit signed integer (the same bits)
   std::string version{};      // servesim version
+  std::string host{};         // the machine that runs it ("" = NULL)
+  int64_t pid = 0;            // the process that writes it (0 = NULL)
 };
 
 class Database {

@@ -9,6 +9,7 @@
 #include <toml++/toml.h>
 
 #include "analysis/database.h"
+#include "analysis/run_status.h"
 #include "sim/toml_fields.h"
 
 namespace servesim {
@@ -227,7 +228,15 @@ Status print_report(const std::string& db_path, std::optional<int64_t> run_id, R
   if (!db.ok()) return db.error();
   Result<StoredRun> run = read_run(*db.value(), run_id);
   if (!run.ok()) return run.error();
-  const StoredRun& r = run.value();
+  StoredRun r = run.value();
+  // A run recorded as running whose process is gone was cut off (SIGKILL, a crash): say so.
+  std::string abandoned;
+  if (text_of(r.row, "status") == "running") {
+    const auto pid = r.row.contains("pid") && r.row["pid"].is_number_integer()
+                         ? r.row["pid"].get<int64_t>() : int64_t{0};
+    abandoned = abandoned_reason(text_of(r.row, "host"), pid, text_of(r.row, "started_at"));
+    if (!abandoned.empty()) r.row["status"] = "abandoned";
+  }
 
   switch (format) {
     case ReportFormat::kText: {
@@ -246,11 +255,16 @@ Status print_report(const std::string& db_path, std::optional<int64_t> run_id, R
       if (const std::string error = text_of(r.row, "error"); !error.empty()) {
         out << "Error: " << error << '\n';
       }
+      if (!abandoned.empty()) {
+        out << "Abandoned: " << abandoned << " before the run ended (killed, or the machine "
+            << "stopped); what it logged is kept\n";
+      }
       break;
     }
     case ReportFormat::kJson: {
       nlohmann::ordered_json doc;
       doc["run"] = r.row;
+      if (!abandoned.empty()) doc["run"]["abandoned"] = abandoned;
       doc["metrics"] = nlohmann::ordered_json::object();
       for (const Metric& m : r.metrics) doc["metrics"][m.name] = m.value;
       out << doc.dump(2) << '\n';

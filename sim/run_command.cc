@@ -1,8 +1,8 @@
 // `sim run`: resolve the configuration, load the workload, build one policy and backend per replica,
 // open the database, simulate, and print the summary. Everything that reads user input is checked
 // before the run's row is written, so bad input leaves no half-written run.
-#include <atomic>
-#include <csignal>
+#include <unistd.h>
+
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -20,15 +20,12 @@
 #include "sim/config.h"
 #include "sim/presets.h"
 #include "sim/simulator.h"
+#include "sim/stop_signals.h"
 #include "workloads/workload.h"
 
 namespace servesim {
 namespace po = boost::program_options;
 namespace {
-
-std::atomic<bool> g_stop{false};
-
-extern "C" void on_sigint(int /*sig*/) { g_stop.store(true); }
 
 po::options_description run_options() {
   po::options_description o("Options of `sim run` (configuration keys in brackets, for --config and --set)");
@@ -136,6 +133,9 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
     return kExitOk;
   }
 
+  // From here on SIGINT, SIGTERM and SIGHUP stop the run cleanly instead of killing the process.
+  const StopSignals stop;
+
   // 1. The configuration.
   toml::table table;
   if (vm.count("config") != 0) {
@@ -212,6 +212,12 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
   info.config_toml = config_to_toml(config, policies.front()->options());
   info.seed = workload.value().seed;
   info.version = SERVESIM_VERSION;
+  info.host = this_host();
+  info.pid = static_cast<int64_t>(::getpid());
+  if (stop.requested()) {  // a signal while loading: nothing was recorded, nothing is
+    err << "sim: interrupted before the run started; nothing was written to " << config.db << "\n";
+    return kExitInterrupted;
+  }
   Result<int64_t> run_id = db.value()->begin_run(info);
   if (!run_id.ok()) return bad_input(err, run_id.error().message);
 
@@ -242,14 +248,7 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
   Simulator sim(workload.value().requests, options, std::move(policies), std::move(backends),
                 std::move(recorders));
 
-  g_stop.store(false);
-  struct sigaction action {};
-  action.sa_handler = on_sigint;
-  action.sa_flags = SA_RESETHAND;  // a second Ctrl-C kills at once
-  struct sigaction previous {};
-  sigaction(SIGINT, &action, &previous);
-  const RunResult result = sim.run(&g_stop);
-  sigaction(SIGINT, &previous, nullptr);
+  const RunResult result = sim.run(stop.flag());  // returns at once if a signal came already
 
   SummaryHeader header;
   header.run_id = run_id.value();

@@ -11,6 +11,9 @@
 #include <string>
 #include <thread>
 
+#include <cstring>
+#include <filesystem>
+
 #include <gtest/gtest.h>
 
 #include "tests/cli_harness.h"
@@ -164,31 +167,68 @@ TEST_F(Cli, HelpAndListAreUseful) {
   EXPECT_EQ(sim({"frobnicate"}).status, 2);
 }
 
-TEST_F(Cli, CtrlCMarksTheRunInterruptedAndKeepsWhatWasLogged) {
-  // Long enough that the signal lands mid-run: 200,000 requests of 1,000 output tokens.
-  const std::string w = write("long.toml",
-                              "[generate]\nrequests = 200000\n[generate.arrival]\nprocess = "
-                              "\"all-at-once\"\n[generate.output_tokens]\ndist = \"fixed\"\nvalue = 1000\n");
-  const pid_t pid = fork();
-  if (pid == 0) {
-    if (chdir(dir_.c_str()) != 0) _exit(99);
-    if (freopen("/dev/null", "w", stdout) == nullptr) _exit(97);
-    execl(kSim.c_str(), kSim.c_str(), "--trace", w.c_str(), "--max-num-seqs", "64", nullptr);
-    _exit(98);
+class CliSignals : public Cli {
+ protected:
+  // Starts `sim` on a long run in the background; returns its pid once the run is recorded as
+  // running. Long enough that a signal lands mid-run: 200,000 requests of 1,000 output tokens.
+  pid_t start_long_run() {
+    const std::string workload =
+        write("long.toml", "[generate]\nrequests = 200000\n[generate.arrival]\nprocess = "
+                           "\"all-at-once\"\n[generate.output_tokens]\ndist = \"fixed\"\nvalue = 1000\n");
+    const pid_t pid = fork();
+    if (pid == 0) {
+      if (chdir(dir_.c_str()) != 0) _exit(99);
+      if (freopen("/dev/null", "w", stdout) == nullptr) _exit(97);
+      if (freopen("/dev/null", "w", stderr) == nullptr) _exit(96);
+      signal(SIGINT, SIG_IGN);  // as a job started with & from a script inherits it
+      execl(kSim.c_str(), kSim.c_str(), "--trace", workload.c_str(), "--max-num-seqs", "64", nullptr);
+      _exit(98);
+    }
+    for (int i = 0; i < 400 && query("SELECT status FROM runs") != "running"; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    return pid;
   }
-  // Wait until the run is recorded as running, then interrupt it.
-  for (int i = 0; i < 200 && query("SELECT status FROM runs") != "running"; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+};
+
+// SIGINT (Ctrl-C, even when inherited as ignored), SIGTERM (job schedulers), SIGHUP (a closed
+// terminal), and a second Ctrl-C while the run closes, all leave the run `interrupted` with what it
+// logged. Regression: SIGTERM, SIGHUP and a second Ctrl-C used to leave it `running` forever.
+TEST_F(CliSignals, StopSignalsMarkTheRunInterruptedAndKeepWhatWasLogged) {
+  const std::vector<std::vector<int>> cases = {{SIGINT}, {SIGTERM}, {SIGHUP}, {SIGINT, SIGINT}};
+  for (const std::vector<int>& signals : cases) {
+    SCOPED_TRACE(strsignal(signals.front()) + std::string(signals.size() > 1 ? " twice" : ""));
+    std::filesystem::remove(dir_ / "sim.db");
+    const pid_t pid = start_long_run();
+    ASSERT_EQ(query("SELECT status FROM runs"), "running");
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    for (int sig : signals) {
+      kill(pid, sig);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    ASSERT_TRUE(WIFEXITED(st));
+    EXPECT_EQ(WEXITSTATUS(st), 130);
+    EXPECT_EQ(query("SELECT status FROM runs"), "interrupted");
+    EXPECT_NE(query("SELECT finished_at FROM runs"), "");
+    EXPECT_NE(query("SELECT count(*) FROM iterations"), "0");
+    EXPECT_NE(query("SELECT count(*) FROM requests WHERE status = 'unfinished'"), "0");
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  kill(pid, SIGINT);
+}
+
+// SIGKILL cannot be handled: the row stays `running`, and `sim report` shows it as abandoned.
+TEST_F(CliSignals, ARunKilledOutrightIsReportedAsAbandoned) {
+  const pid_t pid = start_long_run();
+  ASSERT_EQ(query("SELECT status FROM runs"), "running");
+  kill(pid, SIGKILL);
   int st = 0;
   waitpid(pid, &st, 0);
-  ASSERT_TRUE(WIFEXITED(st));
-  EXPECT_EQ(WEXITSTATUS(st), 130);
-  EXPECT_EQ(query("SELECT status FROM runs"), "interrupted");
-  EXPECT_NE(query("SELECT count(*) FROM iterations"), "0");
-  EXPECT_NE(query("SELECT count(*) FROM requests WHERE status = 'unfinished'"), "0");
+  const Outcome o = sim({"report"});
+  EXPECT_EQ(o.status, 0) << o.output;
+  EXPECT_NE(o.output.find("Status:                                  abandoned"), std::string::npos)
+      << o.output;
+  EXPECT_NE(o.output.find("Abandoned: process " + std::to_string(pid)), std::string::npos) << o.output;
 }
 
 }  // namespace

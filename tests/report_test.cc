@@ -184,6 +184,33 @@ class PrintReportTest : public ::testing::Test {
   std::string db_path_;
 };
 
+// A run left `running` by a process that is gone (SIGKILL, a crash) is reported as abandoned, never
+// as running; one whose process is alive (this test's own) stays running.
+TEST_F(PrintReportTest, ARunWhoseProcessIsGoneIsShownAsAbandoned) {
+  {
+    auto db = Database::open(db_path_);
+    ASSERT_TRUE(db.ok());
+    // A pid that does not exist: above the kernel's pid_max.
+    ASSERT_TRUE(db.value()->begin_run({.policy = "static", .backend = "unit", .host = this_host(),
+                                       .pid = 1 << 30}).ok());
+    ASSERT_TRUE(db.value()->begin_run({.policy = "static", .backend = "unit", .host = this_host(),
+                                       .pid = static_cast<int64_t>(getpid())}).ok());
+    ASSERT_TRUE(db.value()->begin_run({.policy = "static", .backend = "unit", .host = "elsewhere",
+                                       .pid = 1 << 30}).ok());
+  }
+  const std::string gone = report(1, ReportFormat::kText);
+  EXPECT_NE(gone.find("Status:                                  abandoned\n"), std::string::npos) << gone;
+  EXPECT_NE(gone.find("Abandoned: process 1073741824 on " + this_host() + " is gone"),
+            std::string::npos)
+      << gone;
+  EXPECT_EQ(nlohmann::json::parse(report(1, ReportFormat::kJson))["run"]["status"], "abandoned");
+  EXPECT_NE(report(2, ReportFormat::kText).find("Status:                                  running\n"),
+            std::string::npos);
+  // Another host's process cannot be looked at from here: it stays running.
+  EXPECT_NE(report(3, ReportFormat::kText).find("Status:                                  running\n"),
+            std::string::npos);
+}
+
 TEST_F(PrintReportTest, RoundTripsInAllFormats) {
   {
     auto db = Database::open(db_path_);
@@ -208,7 +235,7 @@ TEST_F(PrintReportTest, RoundTripsInAllFormats) {
   EXPECT_EQ(json["run"]["config"], "seed = 3\n");
   EXPECT_TRUE(json["run"]["hardware"].is_null());
   EXPECT_TRUE(json["run"]["error"].is_null());
-  EXPECT_EQ(json["run"].size(), 15u);
+  EXPECT_EQ(json["run"].size(), 17u);  // every column of runs
   EXPECT_EQ(json["metrics"]["completed"], 2.0);
   EXPECT_EQ(json["metrics"]["total_output_tokens"], 3.0);
   EXPECT_EQ(json["metrics"]["e2el_mean"], 1.5);

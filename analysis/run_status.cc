@@ -1,0 +1,63 @@
+#include "analysis/run_status.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+
+#include "analysis/database.h"
+
+namespace servesim {
+namespace {
+
+// Seconds since the epoch of "YYYY-MM-DDTHH:MM:SS...Z", or -1.
+int64_t parse_utc(const std::string& iso) {
+  std::tm tm{};
+  if (iso.size() < 19 || strptime(iso.c_str(), "%Y-%m-%dT%H:%M:%S", &tm) == nullptr) return -1;
+  return static_cast<int64_t>(timegm(&tm));
+}
+
+// When process `pid` started, in seconds since the epoch, or -1 when /proc cannot tell.
+int64_t process_start(int64_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const size_t close = text.rfind(')');  // the command name may hold spaces and parentheses
+  if (close == std::string::npos) return -1;
+  std::istringstream fields(text.substr(close + 2));
+  std::string field;
+  // Fields after the name start at field 3 (state); starttime is field 22.
+  for (int i = 3; i <= 22 && fields >> field; ++i) {
+    if (i < 22) continue;
+    std::ifstream proc_stat("/proc/stat");
+    std::string key;
+    int64_t btime = -1;
+    while (proc_stat >> key) {
+      if (key == "btime") {
+        proc_stat >> btime;
+        break;
+      }
+    }
+    const long ticks = sysconf(_SC_CLK_TCK);
+    if (btime < 0 || ticks <= 0) return -1;
+    return btime + std::stoll(field) / ticks;
+  }
+  return -1;
+}
+
+}  // namespace
+
+std::string abandoned_reason(const std::string& host, int64_t pid, const std::string& started_at) {
+  if (host.empty() || pid <= 0 || host != this_host()) return "";  // another machine: cannot look
+  const std::string who = "process " + std::to_string(pid) + " on " + host;
+  if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) return who + " is gone";
+  const int64_t started = parse_utc(started_at), process = process_start(pid);
+  if (started >= 0 && process >= 0 && process > started + 2) {
+    return who + " is gone (the pid now belongs to a process started later)";
+  }
+  return "";
+}
+
+}  // namespace servesim
