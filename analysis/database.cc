@@ -79,6 +79,22 @@ void bind_text_or_null(sqlite3_stmt* stmt, int index, const std::string& s) {
   }
 }
 
+// `path` for a file: URI (percent-encoding the characters a URI reserves).
+std::string uri_path(const std::string& path) {
+  std::string out;
+  for (const char c : path) {
+    if (c == '%' || c == '?' || c == '#' || static_cast<unsigned char>(c) < 0x20) {
+      static const char kHex[] = "0123456789ABCDEF";
+      out += '%';
+      out += kHex[static_cast<unsigned char>(c) >> 4];
+      out += kHex[static_cast<unsigned char>(c) & 15];
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string this_host() {
@@ -101,19 +117,33 @@ std::string utc_now_iso8601() {
 }
 
 Result<std::unique_ptr<Database>> Database::open(const std::string& path) {
+  std::error_code ec;
+  const bool existed = std::filesystem::exists(path, ec);
+  // A database this call created and could not set up (a full disk, a read-only folder) is removed
+  // with the files beside it, so that a failed open leaves nothing behind.
+  const auto undo = [&](Error error) -> Result<std::unique_ptr<Database>> {
+    if (!existed) {
+      for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
+        if (std::filesystem::is_regular_file(path + suffix, ec)) std::filesystem::remove(path + suffix, ec);
+      }
+    }
+    return error;
+  };
   sqlite3* db = nullptr;
   if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) !=
       SQLITE_OK) {
     std::string message = "cannot open database " + path + ": " + sqlite3_errmsg(db);
     sqlite3_close(db);
-    return Error{message};
+    return undo(Error{message});
   }
   std::unique_ptr<Database> out(new Database(db, path));
   sqlite3_busy_timeout(db, 10000);  // other runs (a sweep) may be writing the same file
-  if (Status s = out->exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"); !s.ok()) {
-    return s.error();
+  Status set_up = out->exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
+  if (set_up.ok()) set_up = out->check_schema(/*create=*/true);
+  if (!set_up.ok()) {
+    out.reset();
+    return undo(set_up.error());
   }
-  if (Status s = out->check_schema(/*create=*/true); !s.ok()) return s.error();
   return out;
 }
 
@@ -122,19 +152,42 @@ Result<std::unique_ptr<Database>> Database::open_read_only(const std::string& pa
   if (!std::filesystem::is_regular_file(path, ec)) {
     return Error{"no database at " + path + "; run `sim --trace ...` first"};
   }
-  sqlite3* db = nullptr;
-  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
-    std::string message = "cannot open database " + path + ": " + sqlite3_errmsg(db);
-    sqlite3_close(db);
-    return Error{message};
+  // Read-only, and if that cannot start (a database left in WAL mode in a folder or file system
+  // this user cannot write: SQLite cannot create its -shm file), as an immutable file, which needs
+  // no lock and no file beside it.
+  Error first{""};
+  for (const bool immutable : {false, true}) {
+    sqlite3* db = nullptr;
+    const std::string name = immutable ? "file:" + uri_path(path) + "?immutable=1" : path;
+    const int flags = SQLITE_OPEN_READONLY | (immutable ? SQLITE_OPEN_URI : 0);
+    if (sqlite3_open_v2(name.c_str(), &db, flags, nullptr) != SQLITE_OK) {
+      if (first.message.empty()) first = Error{"cannot open database " + path + ": " + sqlite3_errmsg(db)};
+      sqlite3_close(db);
+      continue;
+    }
+    std::unique_ptr<Database> out(new Database(db, path, /*read_only=*/true));
+    sqlite3_busy_timeout(db, 10000);
+    if (Status s = out->check_schema(/*create=*/false); !s.ok()) {
+      if (first.message.empty()) first = s.error();
+      const int code = sqlite3_errcode(db);
+      if (code != SQLITE_CANTOPEN && code != SQLITE_READONLY && code != SQLITE_IOERR) return first;
+      continue;  // try again as immutable
+    }
+    return out;
   }
-  std::unique_ptr<Database> out(new Database(db, path));
-  sqlite3_busy_timeout(db, 10000);
-  if (Status s = out->check_schema(/*create=*/false); !s.ok()) return s.error();
-  return out;
+  return first;
 }
 
-Database::~Database() { sqlite3_close_v2(db_); }
+Database::~Database() {
+  // Leave the file in rollback-journal mode when this is its last writer, so that a reader on a
+  // read-only mount or folder can open it with no -wal or -shm file; with other writers still on it
+  // the switch fails quietly and the last of them makes it.
+  if (!read_only_) {
+    sqlite3_busy_timeout(db_, 0);  // never wait for other writers here
+    (void)exec("PRAGMA journal_mode=DELETE;");
+  }
+  sqlite3_close_v2(db_);
+}
 
 std::string Database::error_message() const {
   if (sqlite3_errcode(db_) == SQLITE_NOTADB) {

@@ -56,8 +56,10 @@ class Database {
   // `runs`), tables of another shape, or a newer schema version is an Error that says so.
   static Result<std::unique_ptr<Database>> open(const std::string& path);
 
-  // Opens an existing database for reading only; never creates a file or the schema.
-  // Errors: no file at path, not SQLite, not a servesim database.
+  // Opens an existing database for reading only; never creates a file or the schema, and works on a
+  // database another user wrote in a folder or file system this one cannot write (a writer leaves
+  // the file in rollback-journal mode when it is the last; one left in WAL mode is read as an
+  // immutable file). Errors: no file at path, not SQLite, not a servesim database.
   static Result<std::unique_ptr<Database>> open_read_only(const std::string& path);
 
   ~Database();
@@ -78,12 +80,14 @@ class Database {
   std::string error_message() const;
 
  private:
-  Database(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+  Database(sqlite3* db, std::string path, bool read_only = false)
+      : db_(db), path_(std::move(path)), read_only_(read_only) {}
   // Checks that the tables present have the schema's columns; creates what is absent if writable.
   Status check_schema(bool create);
 
   sqlite3* db_;
   std::string path_;
+  bool read_only_;
 };
 
 // The current UTC time as ISO-8601 text with milliseconds, e.g. "2025-01-31T14:03:07.250Z".

@@ -4,6 +4,9 @@
 #include <unistd.h>
 
 #include <filesystem>
+
+#include <sys/wait.h>
+#include <unistd.h>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -118,6 +121,81 @@ TEST_F(DatabaseTest, UpgradesAVersion1DatabaseWithoutLosingRows) {
   EXPECT_EQ(one(d, "SELECT name FROM runs WHERE id = 1"), "old");
   auto again = Database::open(p);  // and opens as a current database from then on
   ASSERT_TRUE(again.ok()) << again.error().message;
+}
+
+// A reader must open a database another user wrote, in a folder it cannot write: the last writer
+// leaves the file in rollback-journal mode (no -wal or -shm needed), and a file left in WAL mode
+// whose -shm cannot be created is read as immutable. (The blocked -shm stands in for a read-only
+// folder, which a test running as root cannot make.)
+TEST_F(DatabaseTest, ReadersNeedNoWriteAccessBesideTheFile) {
+  const std::string p = path("ro.db");
+  {
+    auto db = Database::open(p);
+    ASSERT_TRUE(db.ok()) << db.error().message;
+    ASSERT_TRUE(db.value()->begin_run({.name = "r"}).ok());
+    EXPECT_EQ(one(*db.value(), "PRAGMA journal_mode"), "wal");  // while writing
+  }
+  EXPECT_FALSE(fs::exists(p + "-wal"));
+  EXPECT_FALSE(fs::exists(p + "-shm"));
+  {
+    auto ro = Database::open_read_only(p);
+    ASSERT_TRUE(ro.ok()) << ro.error().message;
+    EXPECT_EQ(one(*ro.value(), "PRAGMA journal_mode"), "delete");
+  }
+  // Left in WAL mode (a writer killed), and its -shm impossible to create.
+  sqlite3* raw = nullptr;
+  sqlite3_open(p.c_str(), &raw);
+  sqlite3_exec(raw, "PRAGMA journal_mode=WAL;", nullptr, nullptr, nullptr);
+  sqlite3_close(raw);
+  fs::create_directory(p + "-shm");
+  auto ro = Database::open_read_only(p);
+  ASSERT_TRUE(ro.ok()) << ro.error().message;
+  EXPECT_EQ(one(*ro.value(), "SELECT name FROM runs"), "r");
+}
+
+// The reported case itself: a database another user wrote, in a folder this user cannot write,
+// read by a process that is not root (the test drops to nobody when it runs as root).
+TEST_F(DatabaseTest, AnotherUserReadsADatabaseInAReadOnlyFolder) {
+  const std::string p = path("shared.db");
+  {
+    auto db = Database::open(p);
+    ASSERT_TRUE(db.ok()) << db.error().message;
+    ASSERT_TRUE(db.value()->begin_run({.name = "theirs"}).ok());
+  }
+  for (const bool left_in_wal : {false, true}) {
+    if (left_in_wal) {  // as a writer that was killed leaves it
+      sqlite3* raw = nullptr;
+      sqlite3_open(p.c_str(), &raw);
+      sqlite3_exec(raw, "PRAGMA journal_mode=WAL;", nullptr, nullptr, nullptr);
+      sqlite3_close(raw);
+    }
+    fs::permissions(p, fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read);
+    fs::permissions(dir_, fs::perms::owner_read | fs::perms::owner_exec | fs::perms::group_read |
+                              fs::perms::group_exec | fs::perms::others_read | fs::perms::others_exec);
+    const pid_t child = fork();
+    if (child == 0) {
+      if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(3);
+      auto ro = Database::open_read_only(p);
+      _exit(ro.ok() && one(*ro.value(), "SELECT name FROM runs") == "theirs" ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    fs::permissions(dir_, fs::perms::owner_all);
+    fs::permissions(p, fs::perms::owner_read | fs::perms::owner_write);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0) << (left_in_wal ? "left in WAL mode" : "closed cleanly");
+  }
+}
+
+// A database that cannot be set up (here its -wal file cannot be created, as on a full disk) is an
+// error that leaves no empty file behind.
+TEST_F(DatabaseTest, AFailedOpenLeavesNoFileBehind) {
+  const std::string p = path("blocked.db");
+  fs::create_directory(p + "-wal");
+  auto db = Database::open(p);
+  ASSERT_FALSE(db.ok());
+  EXPECT_FALSE(fs::exists(p)) << db.error().message;
+  EXPECT_TRUE(fs::is_directory(p + "-wal"));  // what was there before stays
 }
 
 TEST_F(DatabaseTest, RefusesFilesThatAreNotServesimDatabases) {
