@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <vector>
 
@@ -91,12 +92,24 @@ Status validate_run(const std::string& db_path, std::optional<int64_t> run_id, s
   std::snprintf(line, sizeof line, "%-16s %10s %8s %8s %8s %14s %14s\n", "iterations", "count",
                 "MAPE", "p50", "p90", "measured (s)", "predicted (s)");
   out << line;
+  // A cell that keeps its column however large the value (a wildly wrong prediction): fixed
+  // decimals while they fit the width, else as many significant digits (3 to 1) as fit.
+  auto cell = [](double v, int width, int decimals, const char* suffix) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*f%s", decimals, v, suffix);
+    for (int digits = 3; digits >= 1 && static_cast<int>(std::strlen(buf)) > width; --digits) {
+      std::snprintf(buf, sizeof buf, "%.*g%s", digits, v, suffix);
+    }
+    char padded[80];
+    std::snprintf(padded, sizeof padded, "%*s", width, buf);
+    return std::string(padded);
+  };
   auto row = [&](const std::string& name, const Group& g) {
     const Summary s = summarise(g.errors);
-    std::snprintf(line, sizeof line, "%-16s %10zu %7.1f%% %7.1f%% %7.1f%% %14.4f %14.4f\n",
-                  name.c_str(), g.errors.size(), 100 * s.mape, 100 * s.p50, 100 * s.p90,
-                  g.measured, g.predicted);
-    out << line;
+    std::snprintf(line, sizeof line, "%-16s %10zu ", name.c_str(), g.errors.size());
+    out << line << cell(100 * s.mape, 8, 1, "%") << ' ' << cell(100 * s.p50, 8, 1, "%") << ' '
+        << cell(100 * s.p90, 8, 1, "%") << ' ' << cell(g.measured, 14, 4, "") << ' '
+        << cell(g.predicted, 14, 4, "") << '\n';
   };
   row("all", all);
   for (const auto& [k, g] : by_kind) row(k, g);

@@ -21,10 +21,11 @@ TEST_F(RooflineCli, TheDefaultRunIsLlama3OnAnA100AndPlausible) {
   EXPECT_GT(metric("ttft_p50"), 0.010);
   EXPECT_LT(metric("ttft_p50"), 1.0);
   EXPECT_GT(metric("output_throughput"), 100);
-  // Every iteration carries its prediction, and prompts past the 8,192-token context are rejected.
+  // Every iteration carries its prediction. The first run a newcomer makes is clean: pareto.toml's
+  // prompts leave room in the 8,192-token context, so nothing is rejected (regression: 4 were).
   EXPECT_EQ(query("SELECT count(*) FROM iterations WHERE predicted IS NULL OR predicted != duration"), "0");
-  EXPECT_EQ(metric("completed") + metric("rejected"), 1000);
-  EXPECT_NE(query("SELECT count(*) FROM requests WHERE reason LIKE '%context%'"), "0");
+  EXPECT_EQ(metric("completed"), 1000);
+  EXPECT_EQ(metric("rejected"), 0);
   EXPECT_NE(query("SELECT count(*) FROM iterations WHERE kv_blocks_total > 20000"), "0");
 }
 

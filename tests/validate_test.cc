@@ -177,6 +177,28 @@ TEST_F(ValidateTest, HardwareOverrideRepricesTheBatches) {
   EXPECT_NEAR(metric("validate_mape"), 0.5, 1e-6);
 }
 
+// Regression: a wildly wrong prediction broke the table apart (a 300-digit percentage overran the
+// line buffer). Re-priced on a machine a million times slower, every column keeps its place.
+TEST_F(ValidateTest, HugeErrorsKeepTheTableInColumns) {
+  record_run(true);
+  const std::string path = (dir_ / "glacial.toml").string();
+  std::ofstream(path) << "name = \"glacial\"\nmemory_gib = 16\nmemory_bandwidth_gbs = 0.001\n"
+                         "fp16_tflops = 0.000001\nfp32_tflops = 0.000001\ninterconnect_gbs = 10\n"
+                         "overhead_us = 1000000\n";
+  const std::string out = validate(path);
+  std::istringstream lines(out);
+  std::string line, header;
+  std::getline(lines, line);  // the title
+  std::getline(lines, header);
+  int rows = 0;
+  while (std::getline(lines, line)) {
+    ++rows;
+    EXPECT_EQ(line.size(), header.size()) << "\n" << header << "\n" << line;
+    EXPECT_NE(line.find("e+"), std::string::npos) << line;  // the huge figures, as exponents
+  }
+  EXPECT_GE(rows, 2);
+}
+
 TEST_F(ValidateTest, Errors) {
   record_run(false);
   Status s = Ok{};
