@@ -29,6 +29,19 @@ TEST_F(RooflineCli, TheDefaultRunIsLlama3OnAnA100AndPlausible) {
   EXPECT_NE(query("SELECT count(*) FROM iterations WHERE kv_blocks_total > 20000"), "0");
 }
 
+// A prompt that fills the model's whole context (8,192 tokens for Llama-3-8B) is rejected with the
+// reason; one token less is served, its response capped to the one token left.
+TEST_F(RooflineCli, APromptThatFillsTheContextIsRejected) {
+  const std::string w = write("ctx.toml",
+                              "[[request]]\nid = 'full'\nprompt_tokens = 8192\noutput_tokens = 5\n"
+                              "[[request]]\nid = 'fits'\nprompt_tokens = 8191\noutput_tokens = 5\n");
+  ASSERT_EQ(sim({"--trace", w}).status, 0);
+  EXPECT_EQ(query("SELECT status FROM requests WHERE id = 'full'"), "rejected");
+  EXPECT_NE(query("SELECT reason FROM requests WHERE id = 'full'").find("context of 8192 tokens"),
+            std::string::npos);
+  EXPECT_EQ(query("SELECT status || ',' || output_tokens FROM requests WHERE id = 'fits'"), "finished,1");
+}
+
 TEST_F(RooflineCli, ASmallModelOnAT4Completes) {
   const Outcome o = sim({"--policy", "chunked-prefill", "--trace", "pareto.toml", "--hardware", "t4",
                          "--model", "qwen2.5-0.5b"});
