@@ -3,6 +3,8 @@
 set -euo pipefail
 PACKAGES=(cmake make g++ libboost-program-options-dev libboost-graph-dev libsqlite3-dev
           libtomlplusplus-dev nlohmann-json3-dev libgtest-dev sqlite3 python3)
+# The fuzz targets (scripts/fuzz.sh, and CI's fuzz step) need clang and its libFuzzer runtime.
+if [ -n "${FUZZ:-}" ]; then PACKAGES+=(clang libclang-rt-14-dev); fi
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,26 @@
+// Fuzz target: the run configuration (TOML, as --config reads it) with one --set assignment (the
+// input's first line), and the policy options it names.
+#include <string_view>
+
+#include "policies/registry.h"
+#include "sim/config.h"
+#include "sim/toml_fields.h"
+#include "tests/fuzz/fuzz_util.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace servesim;
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  const size_t newline = text.find('\n');
+  const std::string_view assignment = text.substr(0, newline);
+  const std::string_view file = newline == std::string_view::npos ? "" : text.substr(newline + 1);
+  Result<toml::table> table = parse_toml(file, "config.toml");
+  if (!table.ok()) return 0;
+  if (!apply_set(table.value(), assignment).ok()) return 0;
+  Result<RunConfig> config = resolve_config(std::move(table.value()));
+  if (!config.ok()) return 0;
+  Result<const PolicyInfo*> policy = find_policy(config.value().policy);
+  if (!policy.ok()) return 0;
+  Result<std::unique_ptr<Policy>> made = policy.value()->make(config.value().policy_options);
+  if (made.ok()) (void)config_to_toml(config.value(), made.value()->options());
+  return 0;
+}

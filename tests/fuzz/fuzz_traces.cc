@@ -1,0 +1,26 @@
+// Fuzz target: every trace reader (Azure, Vidur, Mooncake JSONL, named-column CSV) on the same
+// bytes: each returns rows that satisfy check_specs, or an error.
+#include "tests/fuzz/fuzz_util.h"
+#include "workloads/azure_trace.h"
+#include "workloads/csv_trace.h"
+#include "workloads/mooncake_trace.h"
+#include "workloads/replay.h"
+#include "workloads/vidur_trace.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace servesim;
+  ReplayOptions o;
+  o.path = fuzz::scratch_file(data, size, "trace");
+  o.limit = 1000;
+  for (auto* read : {&read_azure_trace, &read_vidur_trace, &read_mooncake_trace, &read_csv_trace}) {
+    Result<std::vector<RequestSpec>> rows = read(o);
+    if (rows.ok()) {
+      fuzz::check_specs(rows.value());
+    } else {
+      fuzz::require(!rows.error().message.empty());
+    }
+  }
+  Result<Workload> w = replay_trace(o);  // detection, sorting and rescaling
+  if (w.ok()) fuzz::check_specs(w.value().requests);
+  return 0;
+}
