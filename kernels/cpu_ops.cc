@@ -11,8 +11,7 @@ namespace {
 size_t to_size(int64_t n) { return static_cast<size_t>(n); }
 
 // The number of rows of a [rows, width] array holding `total` elements. REQUIRES: width divides it.
-size_t rows_of(size_t total, int64_t width, const char* what,
-               std::source_location where = std::source_location::current()) {
+size_t rows_of(size_t total, int64_t width, const char* what, CallSite where = here()) {
   require(width > 0 && total % to_size(width) == 0, what, where);
   return total / to_size(width);
 }
@@ -48,10 +47,9 @@ void rotate_heads(float* row, size_t heads, size_t head_dim, const std::vector<f
 
 }  // namespace
 
-void require(bool ok, const char* what, std::source_location where) {
+void require(bool ok, const char* what, CallSite where) {
   if (ok) return;
-  std::fprintf(stderr, "%s:%u: %s: check failed: %s\n", where.file_name(),
-               static_cast<unsigned>(where.line()), where.function_name(), what);
+  std::fprintf(stderr, "%s:%u: %s: check failed: %s\n", where.file, where.line, where.function, what);
   std::abort();
 }
 

@@ -7,15 +7,26 @@
 #pragma once
 
 #include <cstdint>
-#include <source_location>
 #include <span>
 
 namespace servesim::cpu {
 
+// Where a call was made. As default arguments, __builtin_FILE / __builtin_FUNCTION /
+// __builtin_LINE take the caller's (std::source_location without needing a compiler that has it:
+// clang 14 with libstdc++ does not).
+struct CallSite {
+  const char* file;
+  const char* function;
+  unsigned line;
+};
+inline CallSite here(const char* file = __builtin_FILE(), const char* function = __builtin_FUNCTION(),
+                     unsigned line = __builtin_LINE()) {
+  return {file, function, line};
+}
+
 // Aborts with the caller's file and line and `what` unless `ok`: for shape and index checks that
 // must hold in release builds too (a wrong slot would write outside the KV cache).
-void require(bool ok, const char* what,
-             std::source_location where = std::source_location::current());
+void require(bool ok, const char* what, CallSite where = here());
 
 // out[t, :] = table[ids[t], :].
 // table: [vocab, hidden]; out: [ids.size(), hidden]. REQUIRES: 0 <= ids[t] < vocab.

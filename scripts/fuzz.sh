@@ -12,9 +12,11 @@ TARGETS=("$@")
 if [ ${#TARGETS[@]} -eq 0 ]; then TARGETS=(workload traces hardware model config safetensors); fi
 
 FUZZ=1 scripts/install-deps.sh
+mkdir -p build-fuzz
 cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
-      -DSERVESIM_FUZZ=ON -DSERVESIM_TESTS=OFF > build-fuzz.log 2>&1 || { cat build-fuzz.log; exit 2; }
-cmake --build build-fuzz -j2 >> build-fuzz.log 2>&1 || { tail -40 build-fuzz.log; exit 2; }
+      -DSERVESIM_FUZZ=ON -DSERVESIM_TESTS=OFF > build-fuzz/build.log 2>&1 \
+  || { cat build-fuzz/build.log; exit 2; }
+cmake --build build-fuzz -j2 >> build-fuzz/build.log 2>&1 || { tail -40 build-fuzz/build.log; exit 2; }
 
 # Seeds: the shipped files each reader reads, and a tiny safetensors file made here.
 mkdir -p build-fuzz/seeds/safetensors build-fuzz/findings

@@ -1,12 +1,33 @@
 #!/usr/bin/env bash
-# Builds servesim with its tests and runs them (ctest). Installs the build dependencies first.
-# Under CI (CI set), compiler warnings are errors.
+# Builds servesim with its tests and runs them (ctest); then, unless --quick is given, the same
+# suite built with AddressSanitizer and UndefinedBehaviorSanitizer (halting on the first error),
+# and a short run of every fuzz target (scripts/fuzz.sh, 30 s each). Installs the build
+# dependencies first. Under CI (CI set), compiler warnings are errors. Ends with the main suite's
+# ctest summary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
+QUICK=""
+if [ "${1:-}" = "--quick" ]; then QUICK=1; fi
 WERROR=OFF
 if [ -n "${CI:-}" ]; then WERROR=ON; fi
+if [ -n "$QUICK" ]; then scripts/install-deps.sh; else FUZZ=1 scripts/install-deps.sh; fi
+
 cmake -S . -B build-test -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSERVESIM_WERROR=$WERROR
 cmake --build build-test -j2
-cd build-test
-ctest --output-on-failure -j2
+(cd build-test && ctest --output-on-failure -j2) | tee build-test/ctest.log
+[ "${PIPESTATUS[0]}" -eq 0 ] || exit 1
+[ -n "$QUICK" ] && exit 0
+
+echo "== the suite under AddressSanitizer and UndefinedBehaviorSanitizer"
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSERVESIM_SANITIZE=ON -DSERVESIM_WERROR=$WERROR
+cmake --build build-asan -j2
+(cd build-asan && UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 ctest --output-on-failure -j2 > ctest.log 2>&1) \
+  || { tail -150 build-asan/ctest.log; exit 1; }
+tail -3 build-asan/ctest.log
+
+echo "== every fuzz target, 30 s each"
+scripts/fuzz.sh 30
+
+echo "== the main suite's summary"
+tail -3 build-test/ctest.log

@@ -36,14 +36,16 @@ inline void require(bool ok) {
 
 // What every workload the readers accept must satisfy: lengths within kMaxTokens, times within
 // the horizon, prompt segments that add up to the prompt, dependencies that point at earlier rows.
-inline void check_specs(const std::vector<RequestSpec>& specs) {
+// A trace reader's rows before replay shifts them may arrive before the first row
+// (`relative_arrivals`): within the horizon either way.
+inline void check_specs(const std::vector<RequestSpec>& specs, bool relative_arrivals = false) {
   for (size_t i = 0; i < specs.size(); ++i) {
     const RequestSpec& r = specs[i];
     require(!r.id.empty());
     require(r.prompt_tokens >= 1 && r.prompt_tokens <= kMaxTokens);
     require(r.output_tokens >= 1 && r.output_tokens <= kMaxTokens);
     require(r.max_tokens >= 0 && r.max_tokens <= kMaxTokens);
-    require(r.arrival >= 0 && r.arrival <= kTimeHorizon);
+    require(r.arrival >= (relative_arrivals ? -kTimeHorizon : 0) && r.arrival <= kTimeHorizon);
     require(r.think_time >= 0 && r.think_time <= kTimeHorizon);
     if (!r.prompt.empty()) {
       int64_t sum = 0;
