@@ -11,18 +11,6 @@
 namespace servesim::testing {
 namespace {
 
-// A backend whose every iteration lasts `duration` (the unit backend's one step, stretched).
-class StretchedBackend : public Backend {
- public:
-  explicit StretchedBackend(Time duration) : duration_(duration) {}
-  IterationResult run(const Batch&) override { return {duration_, -1}; }
-  int64_t kv_blocks(int32_t) const override { return -1; }
-  std::string_view name() const override { return "stretched"; }
-
- private:
-  Time duration_;
-};
-
 struct Scenario {
   std::string name;
   std::vector<RequestSpec> specs;

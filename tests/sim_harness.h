@@ -60,6 +60,19 @@ class CaptureRecorder : public Recorder {
   }
 };
 
+// A backend whose every iteration lasts `duration` (the unit backend's one step, stretched; kNever
+// for a cost model that priced it beyond any time).
+class StretchedBackend : public Backend {
+ public:
+  explicit StretchedBackend(Time duration) : duration_(duration) {}
+  IterationResult run(const Batch&) override { return {duration_, -1}; }
+  int64_t kv_blocks(int32_t) const override { return -1; }
+  std::string_view name() const override { return "stretched"; }
+
+ private:
+  Time duration_;
+};
+
 inline RequestSpec spec(std::string id, double arrival_s, int32_t prompt, int32_t output,
                         int32_t max_tokens = 0) {
   RequestSpec s;

@@ -26,24 +26,12 @@ TEST(TimeHorizon, AddTimeAndSecondsToTimeStopAtTheHorizon) {
   EXPECT_EQ(priced_duration(0), 1);
 }
 
-// A backend whose every iteration lasts `duration`.
-class SlowBackend : public Backend {
- public:
-  explicit SlowBackend(Time duration) : duration_(duration) {}
-  IterationResult run(const Batch&) override { return {duration_, -1}; }
-  int64_t kv_blocks(int32_t) const override { return -1; }
-  std::string_view name() const override { return "slow"; }
-
- private:
-  Time duration_;
-};
-
 RunResult run_with(const std::vector<RequestSpec>& specs, Time duration, CaptureRecorder& capture) {
   SimOptions o = capacity(4);
   std::vector<std::unique_ptr<Policy>> policies;
   policies.push_back(std::move(find_policy("continuous").value()->make(toml::table{}).value()));
   std::vector<std::unique_ptr<Backend>> backends;
-  backends.push_back(std::make_unique<SlowBackend>(duration));
+  backends.push_back(std::make_unique<StretchedBackend>(duration));
   Simulator sim(specs, o, std::move(policies), std::move(backends), {&capture});
   return sim.run();
 }
