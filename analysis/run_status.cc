@@ -26,25 +26,20 @@ int64_t process_start(int64_t pid) {
   std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
   const size_t close = text.rfind(')');  // the command name may hold spaces and parentheses
   if (close == std::string::npos) return -1;
+  // After the name: field 3 (state) onwards; starttime, in clock ticks since boot, is field 22.
   std::istringstream fields(text.substr(close + 2));
   std::string field;
-  // Fields after the name start at field 3 (state); starttime is field 22.
-  for (int i = 3; i <= 22 && fields >> field; ++i) {
-    if (i < 22) continue;
-    std::ifstream proc_stat("/proc/stat");
-    std::string key;
-    int64_t btime = -1;
-    while (proc_stat >> key) {
-      if (key == "btime") {
-        proc_stat >> btime;
-        break;
-      }
-    }
-    const long ticks = sysconf(_SC_CLK_TCK);
-    if (btime < 0 || ticks <= 0) return -1;
-    return btime + std::stoll(field) / ticks;
+  for (int i = 3; i <= 22; ++i) {
+    if (!(fields >> field)) return -1;
   }
-  return -1;
+  std::ifstream proc_stat("/proc/stat");  // btime: the boot, in seconds since the epoch
+  std::string key;
+  int64_t btime = -1;
+  while (proc_stat >> key && key != "btime") {}
+  proc_stat >> btime;
+  const long ticks = sysconf(_SC_CLK_TCK);
+  if (btime < 0 || ticks <= 0) return -1;
+  return btime + std::stoll(field) / ticks;
 }
 
 }  // namespace

@@ -1,30 +1,16 @@
 #include "backends/cpu_backend.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cassert>
 #include <chrono>
-#include <fstream>
 #include <string>
 #include <utility>
 
 #include "backends/kv_memory.h"
+#include "backends/probe.h"
 #include "backends/specs.h"
 
 namespace servesim {
-
-double host_available_bytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  double kib = 0;
-  std::string unit;
-  while (in >> key >> kib >> unit) {
-    if (key == "MemAvailable:") return kib * 1024;
-  }
-  const long pages = sysconf(_SC_AVPHYS_PAGES), size = sysconf(_SC_PAGESIZE);
-  return pages > 0 && size > 0 ? static_cast<double>(pages) * static_cast<double>(size) : 0;
-}
 
 CpuBackend::CpuBackend(RooflineModel predictor, std::unique_ptr<ModelWeights> weights,
                        int32_t num_blocks, int32_t block_size)
@@ -60,7 +46,7 @@ Result<std::unique_ptr<Backend>> make_cpu_backend(const BackendSetup& setup) {
   const auto blocks = static_cast<int32_t>(std::min(memory.value().num_blocks, cap));
   const double need = specs.value().model.weight_bytes(DType::kFp32) +
                       static_cast<double>(blocks) * memory.value().block_bytes;
-  const double available = host_available_bytes();
+  const double available = host_meminfo_bytes("MemAvailable");
   if (available > 0 && need > available) {
     return Error{"the cpu engine needs " + std::to_string(static_cast<long long>(need)) +
                  " bytes for " + specs.value().model.name +

@@ -43,9 +43,6 @@ class CpuBackend final : public Backend {
 // Loads the model (default tiny) and hardware (default cpu-host), random weights from the run's
 // seed or a safetensors file (setup.weights), and sizes the KV cache from the hardware's memory as
 // the roofline backend does.
-// This host's available memory in bytes (MemAvailable), or 0 when it cannot be read.
-double host_available_bytes();
-
 Result<std::unique_ptr<Backend>> make_cpu_backend(const BackendSetup& setup);
 
 }  // namespace servesim

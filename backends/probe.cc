@@ -16,12 +16,15 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-double host_memory_bytes() {
+}  // namespace
+
+double host_meminfo_bytes(const char* field) {
   std::ifstream in("/proc/meminfo");
+  const std::string wanted = std::string(field) + ":";
   std::string key;
   double kib = 0;
   while (in >> key) {
-    if (key == "MemTotal:") {
+    if (key == wanted) {
       in >> kib;
       break;
     }
@@ -29,8 +32,6 @@ double host_memory_bytes() {
   }
   return kib * 1024;
 }
-
-}  // namespace
 
 ProbeResult probe_host() {
   ProbeResult r;
@@ -56,7 +57,7 @@ ProbeResult probe_host() {
     a[static_cast<size_t>(rep)] = b[static_cast<size_t>(rep) + 1];  // keep the copies observable
   }
   r.memory_bandwidth = 2.0 * static_cast<double>(bytes) / best;
-  r.memory_bytes = host_memory_bytes();
+  r.memory_bytes = host_meminfo_bytes("MemTotal");
   return r;
 }
 

@@ -19,6 +19,10 @@ struct ProbeResult {
 
 ProbeResult probe_host();
 
+// A field of this host's /proc/meminfo in bytes ("MemTotal", "MemAvailable"), or 0 when it cannot
+// be read.
+double host_meminfo_bytes(const char* field);
+
 // Writes the result as a hardware TOML; errors if the file cannot be written.
 Status write_probe(const ProbeResult& result, const std::string& path);
 

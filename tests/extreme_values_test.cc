@@ -49,23 +49,23 @@ std::vector<Scenario> scenarios() {
   return s;
 }
 
+SimOptions options(const Scenario& sc) {
+  SimOptions o;
+  o.limits = {16, sc.budget};
+  o.max_model_len = sc.max_model_len;
+  return o;
+}
+
 class ExtremeValues : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ExtremeValues, ARunIsACleanFailureOrDoneInOrder) {
   const PolicyInfo* info = find_policy(GetParam()).value();
   for (const Scenario& sc : scenarios()) {
     SCOPED_TRACE(sc.name);
-    SimOptions o;
-    o.limits = {16, sc.budget};
-    o.max_model_len = sc.max_model_len;
-    o.prefix_caching = info->prefix_caching;
-    std::vector<std::unique_ptr<Policy>> policies;
-    policies.push_back(std::move(info->make(toml::table{}).value()));
-    std::vector<std::unique_ptr<Backend>> backends;
-    backends.push_back(std::make_unique<StretchedBackend>(sc.iteration));
-    CaptureRecorder capture;
-    Simulator sim(sc.specs, o, std::move(policies), std::move(backends), {&capture});
-    const RunResult r = sim.run();
+    auto run = simulate(sc.specs, std::string(info->name), "", options(sc), sc.iteration);
+    const RunResult& r = run->result;
+    const CaptureRecorder& capture = run->capture;
+    const Simulator& sim = *run->sim;
     ASSERT_EQ(capture.ends, 1);
     if (r.outcome == RunOutcome::kFailed) {
       EXPECT_TRUE(r.bad_input) << r.error;
@@ -100,30 +100,21 @@ TEST_P(ExtremeValues, ARunIsACleanFailureOrDoneInOrder) {
 // The outcomes themselves, where they are known.
 TEST(ExtremeValues, ExpectedOutcomes) {
   auto run = [](const Scenario& sc) {
-    SimOptions o;
-    o.limits = {16, sc.budget};
-    o.max_model_len = sc.max_model_len;
-    std::vector<std::unique_ptr<Policy>> p;
-    p.push_back(std::move(find_policy("continuous").value()->make(toml::table{}).value()));
-    std::vector<std::unique_ptr<Backend>> b;
-    b.push_back(std::make_unique<StretchedBackend>(sc.iteration));
-    auto capture = std::make_unique<CaptureRecorder>();
-    Simulator sim(sc.specs, o, std::move(p), std::move(b), {capture.get()});
-    return std::make_pair(sim.run(), std::move(capture));
+    return simulate(sc.specs, "continuous", "", options(sc), sc.iteration);
   };
   const std::vector<Scenario> s = scenarios();
-  EXPECT_EQ(run(s[0]).first.outcome, RunOutcome::kDone);
-  EXPECT_EQ(run(s[1]).first.outcome, RunOutcome::kFailed);
-  EXPECT_EQ(run(s[2]).first.outcome, RunOutcome::kFailed);  // the 11th iteration would pass 10^9 s
-  EXPECT_EQ(run(s[3]).first.outcome, RunOutcome::kFailed);
-  auto [ctx, rows] = run(s[4]);
-  EXPECT_EQ(ctx.outcome, RunOutcome::kDone);
-  EXPECT_EQ(rows->by_id("below").status, RequestStatus::kDone);
-  EXPECT_EQ(rows->by_id("below").num_output, 1);  // the context leaves room for one token
-  EXPECT_EQ(rows->by_id("at").status, RequestStatus::kRejected);
-  EXPECT_EQ(rows->by_id("above").status, RequestStatus::kRejected);
-  EXPECT_EQ(run(s[5]).first.outcome, RunOutcome::kDone);
-  EXPECT_EQ(run(s[6]).first.outcome, RunOutcome::kFailed);  // its iteration would end past 10^9 s
+  EXPECT_EQ(run(s[0])->result.outcome, RunOutcome::kDone);
+  EXPECT_EQ(run(s[1])->result.outcome, RunOutcome::kFailed);
+  EXPECT_EQ(run(s[2])->result.outcome, RunOutcome::kFailed);  // the 11th iteration would pass 10^9 s
+  EXPECT_EQ(run(s[3])->result.outcome, RunOutcome::kFailed);
+  auto ctx = run(s[4]);
+  EXPECT_EQ(ctx->result.outcome, RunOutcome::kDone);
+  EXPECT_EQ(ctx->capture.by_id("below").status, RequestStatus::kDone);
+  EXPECT_EQ(ctx->capture.by_id("below").num_output, 1);  // the context leaves room for one token
+  EXPECT_EQ(ctx->capture.by_id("at").status, RequestStatus::kRejected);
+  EXPECT_EQ(ctx->capture.by_id("above").status, RequestStatus::kRejected);
+  EXPECT_EQ(run(s[5])->result.outcome, RunOutcome::kDone);
+  EXPECT_EQ(run(s[6])->result.outcome, RunOutcome::kFailed);  // its iteration would end past 10^9 s
 }
 
 std::vector<std::string> every_policy() {

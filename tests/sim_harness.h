@@ -91,9 +91,11 @@ struct Run {
   RunResult result;
 };
 
-// Runs `policy` (with [policy] options given as TOML text) over specs with the unit backend.
+// Runs `policy` (with [policy] options given as TOML text) over specs with the unit backend, or,
+// given `iteration`, a StretchedBackend whose every iteration lasts that long.
 inline std::unique_ptr<Run> simulate(const std::vector<RequestSpec>& specs, const std::string& policy,
-                                     const std::string& options_toml, SimOptions options) {
+                                     const std::string& options_toml, SimOptions options,
+                                     Time iteration = 0) {
   auto run = std::make_unique<Run>();
   run->specs = specs;
   Result<const PolicyInfo*> info = find_policy(policy);
@@ -105,7 +107,11 @@ inline std::unique_ptr<Run> simulate(const std::vector<RequestSpec>& specs, cons
     Result<std::unique_ptr<Policy>> p = info.value()->make(opts);
     EXPECT_TRUE(p.ok()) << (p.ok() ? "" : p.error().message);
     policies.push_back(std::move(p.value()));
-    backends.push_back(std::make_unique<UnitBackend>());
+    if (iteration == 0) {
+      backends.push_back(std::make_unique<UnitBackend>());
+    } else {
+      backends.push_back(std::make_unique<StretchedBackend>(iteration));
+    }
   }
   options.prefix_caching = info.value()->prefix_caching;
   run->sim = std::make_unique<Simulator>(run->specs, options, std::move(policies), std::move(backends),

@@ -26,20 +26,11 @@ TEST(TimeHorizon, AddTimeAndSecondsToTimeStopAtTheHorizon) {
   EXPECT_EQ(priced_duration(0), 1);
 }
 
-RunResult run_with(const std::vector<RequestSpec>& specs, Time duration, CaptureRecorder& capture) {
-  SimOptions o = capacity(4);
-  std::vector<std::unique_ptr<Policy>> policies;
-  policies.push_back(std::move(find_policy("continuous").value()->make(toml::table{}).value()));
-  std::vector<std::unique_ptr<Backend>> backends;
-  backends.push_back(std::make_unique<StretchedBackend>(duration));
-  Simulator sim(specs, o, std::move(policies), std::move(backends), {&capture});
-  return sim.run();
-}
-
 TEST(TimeHorizon, AnIterationEndingPastTheHorizonFailsTheRun) {
-  CaptureRecorder capture;
   // 6e8 s per iteration: the first ends at 6e8 s, the second would end at 1.2e9 s.
-  const RunResult r = run_with({spec("A", 0, 1, 3)}, 600'000'000 * kNsPerSecond, capture);
+  auto run = simulate({spec("A", 0, 1, 3)}, "continuous", "", capacity(4), 600'000'000 * kNsPerSecond);
+  const RunResult& r = run->result;
+  const CaptureRecorder& capture = run->capture;
   EXPECT_EQ(r.outcome, RunOutcome::kFailed);
   EXPECT_NE(r.error.find("iteration 1 of replica 0, starting at 600000000"), std::string::npos)
       << r.error;
@@ -47,8 +38,7 @@ TEST(TimeHorizon, AnIterationEndingPastTheHorizonFailsTheRun) {
   ASSERT_EQ(capture.requests.size(), 1u);
   EXPECT_EQ(capture.requests[0].finished, -1);  // logged as unfinished, not finished
   // A cost model that priced an iteration beyond any time at all.
-  CaptureRecorder capture2;
-  const RunResult never = run_with({spec("A", 0, 1, 1)}, kNever, capture2);
+  const RunResult never = simulate({spec("A", 0, 1, 1)}, "continuous", "", capacity(4), kNever)->result;
   EXPECT_EQ(never.outcome, RunOutcome::kFailed);
   EXPECT_NE(never.error.find("the cost model priced it beyond that"), std::string::npos) << never.error;
 }

@@ -109,11 +109,8 @@ Result<LengthDistribution> make_distribution(const toml::table& table, const std
   if (!hi) return hi.error();
   out.min_ = static_cast<int32_t>(lo.value().value_or(1));
   out.max_ = static_cast<int32_t>(hi.value().value_or(kDefaultMaxLength));
+  // min is at most kMaxTokens, the ceiling without max, so only a given max can be below it.
   if (out.min_ > out.max_) {
-    if (!hi.value().has_value()) {
-      return f.expected("min", "an integer <= " + std::to_string(kDefaultMaxLength) +
-                                   " (the ceiling when max is not given)");
-    }
     return f.expected("max", "an integer >= min (" + std::to_string(out.min_) + ")");
   }
 
