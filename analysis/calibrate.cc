@@ -146,6 +146,7 @@ std::string hardware_toml(const HardwareSpec& hw, const std::string& header) {
     << "attention_efficiency = " << number(hw.attention_efficiency) << "\n"
     << "overhead_us = " << number(hw.overhead * 1e6) << "\n"
     << "gemm_half_rows = " << number(hw.gemm_half_rows) << "\n";
+  if (hw.price_per_hour_usd > 0) s << "price_per_hour_usd = " << number(hw.price_per_hour_usd) << "\n";
   return s.str();
 }
 

@@ -14,42 +14,70 @@
 namespace servesim {
 namespace {
 
-struct TableSchema {
+struct Column {
   std::string_view name;
-  std::vector<std::string_view> columns;
-  std::string_view create;
+  std::string_view type;
+  int since;  // the schema version that added it (1: the first)
 };
 
-const std::array<TableSchema, 4>& schema() {
-  static const std::array<TableSchema, 4> tables = {{
+struct TableSchema {
+  std::string_view name;
+  std::vector<Column> columns;
+  std::string_view key;  // the PRIMARY KEY clause's columns, "" for none
+  int since;             // the schema version that added the table
+  bool extensible;       // may have more columns after these (sweep_points: the swept keys)
+};
+
+const std::array<TableSchema, 6>& schema() {
+  static const std::array<TableSchema, 6> tables = {{
       {"runs",
-       {"id", "name", "started_at", "finished_at", "status", "policy", "backend", "hardware",
-        "model", "workload", "config", "seed", "version", "wall_seconds", "error", "host", "pid"},
-       "CREATE TABLE IF NOT EXISTS runs(id INTEGER PRIMARY KEY, name TEXT, started_at TEXT, "
-       "finished_at TEXT, status TEXT, policy TEXT, backend TEXT, hardware TEXT, model TEXT, "
-       "workload TEXT, config TEXT, seed INTEGER, version TEXT, wall_seconds REAL, error TEXT, "
-       "host TEXT, pid INTEGER);"},
+       {{"id", "INTEGER PRIMARY KEY", 1}, {"name", "TEXT", 1}, {"started_at", "TEXT", 1},
+        {"finished_at", "TEXT", 1}, {"status", "TEXT", 1}, {"policy", "TEXT", 1},
+        {"backend", "TEXT", 1}, {"hardware", "TEXT", 1}, {"model", "TEXT", 1},
+        {"workload", "TEXT", 1}, {"config", "TEXT", 1}, {"seed", "INTEGER", 1},
+        {"version", "TEXT", 1}, {"wall_seconds", "REAL", 1}, {"error", "TEXT", 1},
+        {"host", "TEXT", 2}, {"pid", "INTEGER", 2}, {"replicas", "INTEGER", 3},
+        {"tp", "INTEGER", 3}, {"gpus", "INTEGER", 3}, {"overloaded", "INTEGER", 3},
+        {"sweep_id", "INTEGER", 3}},
+       "", 1, false},
       {"requests",
-       {"run_id", "id", "replica", "arrival", "scheduled", "first_token", "finished",
-        "prompt_tokens", "output_tokens", "cached_tokens", "preemptions", "status", "reason",
-        "priority"},
-       "CREATE TABLE IF NOT EXISTS requests(run_id INTEGER, id TEXT, replica INTEGER, "
-       "arrival REAL, scheduled REAL, first_token REAL, finished REAL, prompt_tokens INTEGER, "
-       "output_tokens INTEGER, cached_tokens INTEGER, preemptions INTEGER, status TEXT, "
-       "reason TEXT, priority INTEGER, PRIMARY KEY (run_id, id));"},
+       {{"run_id", "INTEGER", 1}, {"id", "TEXT", 1}, {"replica", "INTEGER", 1},
+        {"arrival", "REAL", 1}, {"scheduled", "REAL", 1}, {"first_token", "REAL", 1},
+        {"finished", "REAL", 1}, {"prompt_tokens", "INTEGER", 1}, {"output_tokens", "INTEGER", 1},
+        {"cached_tokens", "INTEGER", 1}, {"preemptions", "INTEGER", 1}, {"status", "TEXT", 1},
+        {"reason", "TEXT", 1}, {"priority", "INTEGER", 2}},
+       "run_id, id", 1, false},
       {"iterations",
-       {"run_id", "replica", "step", "start", "duration", "num_seqs", "prefill_tokens",
-        "decode_tokens", "kv_blocks_used", "kv_blocks_total", "predicted"},
-       "CREATE TABLE IF NOT EXISTS iterations(run_id INTEGER, replica INTEGER, step INTEGER, "
-       "start REAL, duration REAL, num_seqs INTEGER, prefill_tokens INTEGER, "
-       "decode_tokens INTEGER, kv_blocks_used INTEGER, kv_blocks_total INTEGER, predicted REAL, "
-       "PRIMARY KEY (run_id, replica, step));"},
+       {{"run_id", "INTEGER", 1}, {"replica", "INTEGER", 1}, {"step", "INTEGER", 1},
+        {"start", "REAL", 1}, {"duration", "REAL", 1}, {"num_seqs", "INTEGER", 1},
+        {"prefill_tokens", "INTEGER", 1}, {"decode_tokens", "INTEGER", 1},
+        {"kv_blocks_used", "INTEGER", 1}, {"kv_blocks_total", "INTEGER", 1},
+        {"predicted", "REAL", 1}},
+       "run_id, replica, step", 1, false},
       {"metrics",
-       {"run_id", "name", "value"},
-       "CREATE TABLE IF NOT EXISTS metrics(run_id INTEGER, name TEXT, value REAL, "
-       "PRIMARY KEY (run_id, name));"},
+       {{"run_id", "INTEGER", 1}, {"name", "TEXT", 1}, {"value", "REAL", 1}},
+       "run_id, name", 1, false},
+      {"sweeps",
+       {{"id", "INTEGER PRIMARY KEY", 3}, {"name", "TEXT", 3}, {"kind", "TEXT", 3},
+        {"started_at", "TEXT", 3}, {"finished_at", "TEXT", 3}, {"status", "TEXT", 3},
+        {"spec", "TEXT", 3}, {"keys", "TEXT", 3}, {"points", "INTEGER", 3},
+        {"answer", "TEXT", 3}, {"host", "TEXT", 3}, {"pid", "INTEGER", 3}},
+       "", 3, false},
+      {"sweep_points",
+       {{"sweep_id", "INTEGER", 3}, {"point", "INTEGER", 3}, {"run_id", "INTEGER", 3},
+        {"status", "TEXT", 3}, {"error", "TEXT", 3}},
+       "sweep_id, point", 3, true},
   }};
   return tables;
+}
+
+std::string create_sql(const TableSchema& t) {
+  std::string sql = "CREATE TABLE IF NOT EXISTS " + std::string(t.name) + "(";
+  for (size_t i = 0; i < t.columns.size(); ++i) {
+    sql += (i ? ", " : "") + std::string(t.columns[i].name) + " " + std::string(t.columns[i].type);
+  }
+  if (!t.key.empty()) sql += ", PRIMARY KEY (" + std::string(t.key) + ")";
+  return sql + ");";
 }
 
 std::string join(const std::vector<std::string>& parts) {
@@ -224,11 +252,13 @@ Status Database::check_schema(bool create) {
         (tables.empty() ? std::string("it has no tables") : "its tables: " + join(tables)) +
         "); use another --db"};
   }
-  bool missing = false;
-  bool upgrade = false;
+  // Tables and columns added since the file was written are created (writable) or read as absent.
+  std::string upgrade;
+  bool incomplete = false;
   for (const TableSchema& t : schema()) {
     if (!has(t.name)) {
-      missing = true;
+      if (t.since == 1) incomplete = true;
+      upgrade += create_sql(t);
       continue;
     }
     std::vector<std::string> columns;
@@ -236,37 +266,31 @@ Status Database::check_schema(bool create) {
                       columns)) {
       return Error{error_message()};
     }
-    std::vector<std::string> expected(t.columns.begin(), t.columns.end());
-    // Schema version 1 lacks the columns added since (they come last): readable as it is,
-    // upgraded in place to be written to.
-    const size_t added = t.name == "requests" ? 1 : t.name == "runs" ? 2 : 0;
-    if (added > 0 && columns.size() + added == expected.size() &&
-        std::equal(columns.begin(), columns.end(), expected.begin())) {
-      if (!create) continue;
-      upgrade = true;
-      continue;
-    }
-    if (columns != expected) {
+    std::vector<std::string> expected;
+    for (const Column& c : t.columns) expected.emplace_back(c.name);
+    // The columns present must be the schema's first ones (extensible tables may have more after
+    // them); the columns after those must be ones added by a later version.
+    const bool shape =
+        columns.size() <= expected.size()
+            ? std::equal(columns.begin(), columns.end(), expected.begin()) &&
+                  (columns.size() == expected.size() || t.columns[columns.size()].since > 1)
+            : t.extensible && std::equal(expected.begin(), expected.end(), columns.begin());
+    if (!shape) {
       return Error{path_ + ": table " + std::string(t.name) + " has columns (" + join(columns) +
                    "), expected (" + join(expected) +
                    "); it was not written by this version of servesim; use another --db"};
     }
-  }
-  if (upgrade) {
-    if (Status s = exec("BEGIN IMMEDIATE; ALTER TABLE requests ADD COLUMN priority INTEGER; "
-                        "ALTER TABLE runs ADD COLUMN host TEXT; ALTER TABLE runs ADD COLUMN pid "
-                        "INTEGER; PRAGMA user_version = 2; COMMIT;");
-        !s.ok()) {
-      (void)exec("ROLLBACK;");
-      return s;
+    for (size_t i = columns.size(); i < t.columns.size(); ++i) {
+      upgrade += "ALTER TABLE " + std::string(t.name) + " ADD COLUMN " +
+                 std::string(t.columns[i].name) + " " + std::string(t.columns[i].type) + ";";
     }
-    return Ok{};
   }
-  if (!missing) return Ok{};
-  if (!create) return Error{path_ + " is not a complete servesim database; use another --db"};
-  std::string sql = "BEGIN IMMEDIATE;";
-  for (const TableSchema& t : schema()) sql += t.create;
-  sql += "PRAGMA user_version = " + std::to_string(kSchemaVersion) + "; COMMIT;";
+  if (incomplete && !create) {
+    return Error{path_ + " is not a complete servesim database; use another --db"};
+  }
+  if (upgrade.empty() || !create) return Ok{};
+  const std::string sql = "BEGIN IMMEDIATE;" + upgrade + "PRAGMA user_version = " +
+                          std::to_string(kSchemaVersion) + "; COMMIT;";
   if (Status s = exec(sql.c_str()); !s.ok()) {
     (void)exec("ROLLBACK;");
     return s;
@@ -277,7 +301,8 @@ Status Database::check_schema(bool create) {
 Result<int64_t> Database::begin_run(const RunInfo& info) {
   static constexpr const char* kSql =
       "INSERT INTO runs(name, started_at, status, policy, backend, hardware, model, workload, "
-      "config, seed, version, host, pid) VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+      "config, seed, version, host, pid, replicas, tp, gpus, sweep_id) "
+      "VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
   sqlite3_stmt* stmt = nullptr;
   if (sqlite3_prepare_v2(db_, kSql, -1, &stmt, nullptr) != SQLITE_OK) {
     return Error{error_message()};
@@ -298,6 +323,14 @@ Result<int64_t> Database::begin_run(const RunInfo& info) {
     sqlite3_bind_int64(stmt, 12, info.pid);
   } else {
     sqlite3_bind_null(stmt, 12);
+  }
+  sqlite3_bind_int(stmt, 13, info.replicas);
+  sqlite3_bind_int(stmt, 14, info.tp);
+  sqlite3_bind_int64(stmt, 15, static_cast<sqlite3_int64>(info.replicas) * info.tp);
+  if (info.sweep_id > 0) {
+    sqlite3_bind_int64(stmt, 16, info.sweep_id);
+  } else {
+    sqlite3_bind_null(stmt, 16);
   }
   if (sqlite3_step(stmt) != SQLITE_DONE) {
     Error error{error_message()};

@@ -34,7 +34,9 @@ namespace servesim {
 // runs.pid (the process that writes the run, so that a reader can tell a run whose process is gone
 // from one still running). A version-1 database is upgraded in place when opened for writing, its
 // old rows' new columns NULL; read-only opens read it as it is.
-inline constexpr int kSchemaVersion = 2;
+// 3: runs.replicas, tp, gpus, overloaded and sweep_id; the sweeps and sweep_points tables (the
+// latter with one more column per swept key). Older databases are upgraded the same way.
+inline constexpr int kSchemaVersion = 3;
 
 // This machine's host name (gethostname), for runs.host.
 std::string this_host();
@@ -47,6 +49,8 @@ struct RunInfo {
   std::string version{};      // servesim version
   std::string host{};         // the machine that runs it ("" = NULL)
   int64_t pid = 0;            // the process that writes it (0 = NULL)
+  int32_t replicas = 1, tp = 1;
+  int64_t sweep_id = 0;       // the sweep or search it is a point of (0 = NULL)
 };
 
 class Database {

@@ -16,7 +16,8 @@ constexpr const char* kInsertIteration =
 constexpr const char* kInsertMetric =
     "INSERT OR REPLACE INTO metrics(run_id, name, value) VALUES (?, ?, ?)";
 constexpr const char* kEndRun =
-    "UPDATE runs SET status = ?, finished_at = ?, wall_seconds = ?, error = ? WHERE id = ?";
+    "UPDATE runs SET status = ?, finished_at = ?, wall_seconds = ?, error = ?, overloaded = ?, "
+    "gpus = ? WHERE id = ?";
 
 // Binds a time in seconds, or NULL for -1 (not happened) and kNever (beyond the horizon).
 void bind_time(sqlite3_stmt* stmt, int index, Time t) {
@@ -56,8 +57,16 @@ const char* outcome_name(RunOutcome outcome) {
 
 }  // namespace
 
-DbRecorder::DbRecorder(Database& db, int64_t run_id, const MetricsAccumulator& metrics)
-    : db_(db), run_id_(run_id), metrics_(metrics), started_(std::chrono::steady_clock::now()) {
+LogLevel parse_log_level(const std::string& name) {
+  if (name == "summary") return LogLevel::kSummary;
+  if (name == "requests") return LogLevel::kRequests;
+  return LogLevel::kIterations;
+}
+
+DbRecorder::DbRecorder(Database& db, int64_t run_id, const MetricsAccumulator& metrics,
+                       LogLevel level)
+    : db_(db), run_id_(run_id), metrics_(metrics), started_(std::chrono::steady_clock::now()),
+      level_(level) {
   if (sqlite3_prepare_v2(db_.handle(), kInsertRequest, -1, &insert_request_, nullptr) !=
           SQLITE_OK ||
       sqlite3_prepare_v2(db_.handle(), kInsertIteration, -1, &insert_iteration_, nullptr) !=
@@ -107,7 +116,7 @@ void DbRecorder::write_row(sqlite3_stmt* stmt) {
 }
 
 void DbRecorder::on_iteration(const IterationRecord& it, std::span<const BatchItem> /*items*/) {
-  if (!write_error_.empty()) return;
+  if (!write_error_.empty() || level_ < LogLevel::kIterations) return;
   begin();
   sqlite3_stmt* s = insert_iteration_;
   sqlite3_bind_int64(s, 1, run_id_);
@@ -129,7 +138,7 @@ void DbRecorder::on_iteration(const IterationRecord& it, std::span<const BatchIt
 }
 
 void DbRecorder::on_request(const Request& r) {
-  if (!write_error_.empty()) return;
+  if (!write_error_.empty() || level_ < LogLevel::kRequests) return;
   begin();
   sqlite3_stmt* s = insert_request_;
   const std::string fallback_id = r.spec ? std::string() : "r" + std::to_string(r.index);
@@ -165,9 +174,9 @@ void DbRecorder::on_run_end(RunOutcome outcome, const std::string& error) {
     if (sqlite3_prepare_v2(db_.handle(), kInsertMetric, -1, &s, nullptr) != SQLITE_OK) {
       fail("metrics");
     }
-    const std::vector<Metric> metrics =
-        write_error_.empty() ? metrics_.compute() : std::vector<Metric>{};
-    for (const Metric& m : metrics) {
+    final_metrics_ = metrics_.compute();
+    for (const Metric& m : final_metrics_) {
+      if (!write_error_.empty()) break;
       sqlite3_bind_int64(s, 1, run_id_);
       bind_text(s, 2, m.name);
       sqlite3_bind_double(s, 3, m.value);
@@ -196,7 +205,13 @@ void DbRecorder::on_run_end(RunOutcome outcome, const std::string& error) {
     bind_text(s, 2, finished_at);
     sqlite3_bind_double(s, 3, wall);
     bind_text_or_null(s, 4, message);
-    sqlite3_bind_int64(s, 5, run_id_);
+    sqlite3_bind_null(s, 5);
+    sqlite3_bind_null(s, 6);
+    for (const Metric& m : final_metrics_) {
+      if (m.name == "overloaded") sqlite3_bind_int(s, 5, m.value > 0 ? 1 : 0);
+      if (m.name == "gpus") sqlite3_bind_int64(s, 6, static_cast<sqlite3_int64>(m.value));
+    }
+    sqlite3_bind_int64(s, 7, run_id_);
     if (sqlite3_step(s) != SQLITE_DONE) fail("the run's status");
     sqlite3_finalize(s);
   }

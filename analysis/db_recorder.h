@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "analysis/database.h"
 #include "analysis/metrics.h"
@@ -21,10 +22,17 @@
 
 namespace servesim {
 
+// What a run logs beyond its runs and metrics rows.
+enum class LogLevel { kSummary, kRequests, kIterations };
+
+// "summary" | "requests" | "iterations" (RunConfig::log).
+LogLevel parse_log_level(const std::string& name);
+
 class DbRecorder : public Recorder {
  public:
   // REQUIRES: run_id is a runs row of db (from Database::begin_run).
-  DbRecorder(Database& db, int64_t run_id, const MetricsAccumulator& metrics);
+  DbRecorder(Database& db, int64_t run_id, const MetricsAccumulator& metrics,
+             LogLevel level = LogLevel::kIterations);
   // Commits what is pending if on_run_end was never called (the run row stays 'running').
   ~DbRecorder() override;
   DbRecorder(const DbRecorder&) = delete;
@@ -45,6 +53,8 @@ class DbRecorder : public Recorder {
 
   // Empty unless a write failed; then what failed, with sqlite's message.
   const std::string& write_error() const { return write_error_; }
+  // The metrics computed at on_run_end (empty before).
+  const std::vector<Metric>& final_metrics() const { return final_metrics_; }
 
  private:
   // Steps a bound statement and resets it; counts the row and commits every kRowsPerTransaction.
@@ -66,6 +76,8 @@ class DbRecorder : public Recorder {
   bool ended_ = false;
   int64_t rows_in_transaction_ = 0;
   std::string write_error_;
+  const LogLevel level_;
+  std::vector<Metric> final_metrics_;
 };
 
 }  // namespace servesim

@@ -30,16 +30,21 @@ VirtualIndex virtual_index(int64_t n, double p) {
 }
 
 // clang-format off
-constexpr std::array<std::string_view, 35> kNames = {
-    "completed", "rejected", "capped", "total_input_tokens", "total_output_tokens", "duration",
+constexpr auto kNames = std::to_array<std::string_view>({
+    "completed", "rejected", "rejected_context_length", "rejected_kv_capacity",
+    "rejected_batch_tokens", "rejected_parent", "capped", "total_input_tokens",
+    "total_output_tokens", "duration",
     "request_throughput", "output_throughput", "total_token_throughput",
+    "request_goodput", "slo_attainment",
     "ttft_mean", "ttft_p50", "ttft_p90", "ttft_p99",
     "tpot_mean", "tpot_p50", "tpot_p90", "tpot_p99",
     "itl_mean", "itl_p50", "itl_p90", "itl_p99",
     "e2el_mean", "e2el_p50", "e2el_p90", "e2el_p99",
     "queue_mean", "queue_p50", "queue_p90", "queue_p99",
     "slot_utilization", "kv_utilization_mean", "preemptions", "iterations",
-    "prefix_hit_rate", "prefix_request_hit_rate"};
+    "prefix_hit_rate", "prefix_request_hit_rate",
+    "overloaded", "backlog_growth", "gpus", "kv_blocks_per_replica", "kv_tokens_per_replica",
+    "kv_gib_per_replica", "cost_per_hour", "cost_per_million_output_tokens"});
 // clang-format on
 
 constexpr std::array<double, 3> kPercentiles = {50, 90, 99};
@@ -126,9 +131,16 @@ void MetricsAccumulator::on_request(const Request& r) {
   preemptions_ += r.preemptions;
   if (r.status == RequestStatus::kRejected) {
     ++rejected_;
+    ++rejected_by_cause_[static_cast<int>(r.cause)];
     return;
   }
-  if (r.status != RequestStatus::kDone || r.finished < 0) return;  // unfinished (interrupted run)
+  const bool finished = r.status == RequestStatus::kDone && r.finished >= 0;
+  if (r.replica >= 0) {
+    const Time due = r.due >= 0 ? r.due : r.arrival;
+    outstanding_.emplace_back(to_seconds(due), finished ? to_seconds(r.finished)
+                                                        : std::numeric_limits<double>::infinity());
+  }
+  if (!finished) return;  // unfinished (interrupted run)
   ++completed_;
   if (r.capped) ++capped_;
   input_tokens_ += r.prompt_tokens;
@@ -145,6 +157,45 @@ void MetricsAccumulator::on_request(const Request& r) {
     }
   }
   if (r.scheduled >= 0) queue_.push_back(to_seconds(r.scheduled - r.arrival));
+  // Goodput as vLLM's: TPOT is 0 for a one-token response; each objective given must be met.
+  const double ttft = r.first_token >= 0 ? to_seconds(r.first_token - r.arrival) : 0;
+  const double tpot = r.num_output > 1 && r.first_token >= 0
+                          ? to_seconds(r.finished - r.first_token) / (r.num_output - 1)
+                          : 0;
+  const double e2el = to_seconds(r.finished - r.arrival);
+  if ((options_.slo_ttft <= 0 || ttft <= options_.slo_ttft) &&
+      (options_.slo_tpot <= 0 || tpot <= options_.slo_tpot) &&
+      (options_.slo_e2el <= 0 || e2el <= options_.slo_e2el)) {
+    ++good_;
+  }
+}
+
+BacklogTrend backlog_trend(std::span<const std::pair<double, double>> intervals) {
+  BacklogTrend t;
+  if (intervals.empty()) return t;
+  double first = std::numeric_limits<double>::infinity(), last = -first;
+  for (const auto& [due, fin] : intervals) {
+    first = std::min(first, due);
+    last = std::max(last, due);
+  }
+  const double lo = first + (last - first) / 2, hi = last, length = hi - lo;
+  if (!(length > 0)) return t;
+  // Least-squares slope of N(t) on [lo, hi]: integral of (t - c) N(t) over integral of (t - c)^2,
+  // which is length^3 / 12; each request adds the integral over its own outstanding interval.
+  const double c = (lo + hi) / 2;
+  double moment = 0, arrivals = 0;
+  for (const auto& [due, fin] : intervals) {
+    if (due > lo) arrivals += 1;
+    const double a = std::max(due, lo), b = std::min(fin, hi);
+    if (b > a) moment += ((b - c) * (b - c) - (a - c) * (a - c)) / 2;
+  }
+  const double slope = moment / (length * length * length / 12);
+  t.growth = slope * length;
+  t.arrivals = arrivals;
+  t.window = length;
+  t.known = arrivals >= static_cast<double>(kOverloadMinRequests);
+  t.overloaded = t.known && t.growth >= kOverloadGrowthShare * arrivals && t.growth >= kOverloadMinGrowth;
+  return t;
 }
 
 std::vector<Metric> MetricsAccumulator::compute() const {
@@ -153,6 +204,12 @@ std::vector<Metric> MetricsAccumulator::compute() const {
   auto count = [&](const char* name, int64_t n) { out.push_back({name, static_cast<double>(n)}); };
   count("completed", completed_);
   count("rejected", rejected_);
+  for (int c = 1; c < kNumRejectCauses; ++c) {
+    if (rejected_by_cause_[c] > 0) {
+      count((std::string("rejected_") + reject_cause_name(static_cast<RejectCause>(c))).c_str(),
+            rejected_by_cause_[c]);
+    }
+  }
   count("capped", capped_);
   count("total_input_tokens", input_tokens_);
   count("total_output_tokens", output_tokens_);
@@ -163,6 +220,11 @@ std::vector<Metric> MetricsAccumulator::compute() const {
     out.push_back({"output_throughput", static_cast<double>(output_tokens_) / duration});
     out.push_back(
         {"total_token_throughput", static_cast<double>(input_tokens_ + output_tokens_) / duration});
+    if (has_slos()) out.push_back({"request_goodput", static_cast<double>(good_) / duration});
+  }
+  if (has_slos() && completed_ + rejected_ > 0) {
+    // Rejected requests count as misses: they were sent and never served.
+    out.push_back({"slo_attainment", static_cast<double>(good_) / static_cast<double>(completed_ + rejected_)});
   }
   add_distribution(out, "ttft", ttft_);
   add_distribution(out, "tpot", tpot_);
@@ -204,6 +266,30 @@ std::vector<Metric> MetricsAccumulator::compute() const {
     // least one block, over all requests (completed ones).
     out.push_back({"prefix_hit_rate", static_cast<double>(cached_tokens_) / static_cast<double>(input_tokens_)});
     out.push_back({"prefix_request_hit_rate", static_cast<double>(cache_hits_) / static_cast<double>(completed_)});
+  }
+  const BacklogTrend trend = backlog_trend(outstanding_);
+  if (trend.known) {
+    out.push_back({"overloaded", trend.overloaded ? 1.0 : 0.0});
+    out.push_back({"backlog_growth", trend.growth});
+  }
+  const double gpus = static_cast<double>(options_.replicas) * options_.tp;
+  out.push_back({"gpus", gpus});
+  if (options_.kv_blocks >= 0) {
+    const double blocks = static_cast<double>(options_.kv_blocks);
+    out.push_back({"kv_blocks_per_replica", blocks});
+    out.push_back({"kv_tokens_per_replica", blocks * options_.block_size});
+    if (options_.kv_bytes_per_token > 0) {
+      out.push_back({"kv_gib_per_replica",
+                     blocks * options_.block_size * options_.kv_bytes_per_token / (1 << 30)});
+    }
+  }
+  if (options_.price_per_gpu_hour > 0) {
+    const double per_hour = gpus * options_.price_per_gpu_hour;
+    out.push_back({"cost_per_hour", per_hour});
+    if (duration > 0 && output_tokens_ > 0) {
+      const double tokens_per_hour = static_cast<double>(output_tokens_) / duration * 3600;
+      out.push_back({"cost_per_million_output_tokens", per_hour / tokens_per_hour * 1e6});
+    }
   }
   return out;
 }

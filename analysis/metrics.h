@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <string>
 #include <string_view>
@@ -29,7 +30,35 @@ struct Metric {
 struct MetricsOptions {
   int32_t max_num_seqs = 1;  // per replica, for slot_utilization
   int32_t replicas = 1;
+  // Service-level objectives in seconds (0: none), as vLLM's --goodput: a completed request is good
+  // when its TTFT, TPOT and E2E latency are each at most the objective given.
+  double slo_ttft = 0, slo_tpot = 0, slo_e2el = 0;
+  int32_t tp = 1;                 // GPUs per replica
+  double price_per_gpu_hour = 0;  // USD; 0: unknown (no cost metrics)
+  int64_t kv_blocks = -1;         // per replica; -1: unlimited
+  int32_t block_size = 16;
+  double kv_bytes_per_token = 0;  // per replica (all its GPUs); 0: unknown
 };
+
+// The overload test (see overload.md in the README): the number of requests outstanding (due to be
+// sent and not yet finished) is fitted by least squares against time over the second half of the
+// span of due times. The run is overloaded when that fit grows by at least 5 % of the requests due
+// in the window and by at least 8 requests, with at least 20 requests due in it.
+inline constexpr double kOverloadGrowthShare = 0.05;
+inline constexpr double kOverloadMinGrowth = 8;
+inline constexpr int64_t kOverloadMinRequests = 20;
+
+struct BacklogTrend {
+  bool known = false;     // enough requests over a span of time to tell
+  double growth = 0;      // requests: the fitted outstanding count's rise across the window
+  double arrivals = 0;    // requests due in the window
+  double window = 0;      // seconds
+  bool overloaded = false;
+};
+
+// The trend of outstanding requests from (due, finished) times in seconds (finished = inf for a
+// request that never finished), as described above.
+BacklogTrend backlog_trend(std::span<const std::pair<double, double>> intervals);
 
 // Percentile of sorted values by linear interpolation, as numpy's default (method="linear").
 // REQUIRES: !sorted.empty(), 0 <= p <= 100, sorted is in ascending order.
@@ -57,7 +86,8 @@ class MetricsAccumulator : public Recorder {
   void on_iteration(const IterationRecord& it, std::span<const BatchItem> items) override;
 
   // Counts the request: a completed one (kDone, finished >= 0) adds its latencies and tokens; a
-  // rejected one adds to `rejected`; every one adds its preemptions.
+  // rejected one adds to `rejected` and its cause's count; every one adds its preemptions; every one
+  // sent adds its outstanding interval to the overload test.
   void on_request(const Request& r) override;
 
   // Every metric over what was recorded so far, in metric_names() order. Metrics with no data (tpot
@@ -66,11 +96,15 @@ class MetricsAccumulator : public Recorder {
   std::vector<Metric> compute() const;
 
  private:
+  bool has_slos() const { return options_.slo_ttft > 0 || options_.slo_tpot > 0 || options_.slo_e2el > 0; }
   // Sorts and merges the ITL runs in place, so they hold one run per distinct gap.
   void compact_gaps();
 
   MetricsOptions options_;
   int64_t completed_ = 0, rejected_ = 0, capped_ = 0, preemptions_ = 0, iterations_ = 0;
+  int64_t good_ = 0;  // completed within every SLO
+  int64_t rejected_by_cause_[kNumRejectCauses] = {};
+  std::vector<std::pair<double, double>> outstanding_;  // (due, finished) of sent requests, seconds
   int64_t input_tokens_ = 0, output_tokens_ = 0;
   int64_t cached_tokens_ = 0, cache_hits_ = 0;  // prompt tokens from the prefix cache; requests with any
   Time first_arrival_ = kNever, last_finished_ = -1;

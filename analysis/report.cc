@@ -10,6 +10,7 @@
 
 #include "analysis/database.h"
 #include "analysis/run_status.h"
+#include "sim/presets.h"
 #include "sim/toml_fields.h"
 
 namespace servesim {
@@ -172,11 +173,45 @@ void print_summary(std::ostream& out, const SummaryHeader& header,
        or_dash(header.policy) + (header.mirrors.empty() ? "" : " (" + header.mirrors + ")") + " / " +
            or_dash(header.backend));
   if (!header.hardware.empty() || !header.model.empty()) {
-    line(out, "Hardware / model:", or_dash(header.hardware) + " / " + or_dash(header.model));
+    line(out, "Hardware / model:",
+         or_dash(preset_display_name(header.hardware, PresetKind::kHardware)) + " / " +
+             or_dash(preset_display_name(header.model, PresetKind::kModel)));
   }
   if (!header.workload.empty()) line(out, "Workload:", header.workload);
+  if (!unit || header.replicas > 1) {
+    const double* gpus = find(metrics, "gpus");
+    line(out, "Deployment:",
+         std::to_string(header.replicas) + (header.replicas == 1 ? " replica" : " replicas") +
+             (unit ? "" : " x tp " + std::to_string(header.tp) + " = " +
+                              (gpus ? integer(*gpus) : std::to_string(header.replicas * header.tp)) +
+                              " GPUs"));
+  }
+  if (const double* blocks = find(metrics, "kv_blocks_per_replica")) {
+    std::string kv = integer(*blocks) + " blocks";
+    if (const double* tokens = find(metrics, "kv_tokens_per_replica")) kv += ", " + integer(*tokens) + " tokens";
+    if (const double* gib = find(metrics, "kv_gib_per_replica")) kv += ", " + fixed2(*gib) + " GiB";
+    line(out, "KV cache per replica:", kv);
+  }
+  if (const double* overloaded = find(metrics, "overloaded"); overloaded && *overloaded > 0) {
+    const double* growth = find(metrics, "backlog_growth");
+    line(out, "OVERLOADED:", "the backlog grew by " + (growth ? integer(*growth) : "?") +
+                                 " requests over the second half of arrivals");
+  }
   metric_line("Successful requests:", "completed", integer);
   metric_line("Rejected requests:", "rejected", integer);
+  if (const double* rejected = find(metrics, "rejected"); rejected && *rejected > 0) {
+    // By cause, largest first; the share of all requests, since percentiles cover only the served.
+    std::vector<std::pair<double, std::string>> causes;
+    for (const char* cause : {"context_length", "kv_capacity", "batch_tokens", "parent"}) {
+      if (const double* n = find(metrics, std::string("rejected_") + cause)) causes.emplace_back(*n, cause);
+    }
+    std::stable_sort(causes.begin(), causes.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    const double* completed = find(metrics, "completed");
+    const double total = *rejected + (completed ? *completed : 0);
+    for (const auto& [n, cause] : causes) {
+      line(out, "  rejected: " + cause + ":", integer(n) + " (" + fixed2(100 * n / total) + "% of requests)");
+    }
+  }
   if (const double* capped = find(metrics, "capped"); capped && *capped > 0) {
     line(out, "Capped at max_tokens:", integer(*capped));
   }
@@ -188,6 +223,10 @@ void print_summary(std::ostream& out, const SummaryHeader& header,
               fixed2);
   metric_line("Total Token throughput (tok/" + std::string(per) + "):", "total_token_throughput",
               fixed2);
+  metric_line("Request goodput (req/" + std::string(per) + "):", "request_goodput", fixed2);
+  metric_line("SLO attainment:", "slo_attainment", percent);
+  metric_line("Cost (USD/hour):", "cost_per_hour", fixed2);
+  metric_line("Cost (USD/M output tokens):", "cost_per_million_output_tokens", fixed2);
   metric_line("Preemptions:", "preemptions", integer);
   metric_line("Iterations:", "iterations", integer);
   metric_line("Slot utilization:", "slot_utilization", percent);

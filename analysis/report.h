@@ -23,6 +23,7 @@ struct SummaryHeader {
   int64_t run_id = 0;
   std::string db_path{}, name{}, status{}, policy{}, backend{}, hardware{}, model{}, workload{};
   std::string mirrors{};  // the engine release the policy mirrors ("vLLM 0.33.0"), if it names one
+  int32_t replicas = 1, tp = 1;
 };
 
 // The engine release a run's policy mirrors, from its recorded configuration (TOML): "vLLM X" when

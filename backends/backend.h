@@ -62,6 +62,10 @@ class Backend {
   // The hardware and model files it uses, for the run's record ("" when none).
   virtual std::string hardware_path() const { return ""; }
   virtual std::string model_path() const { return ""; }
+  // Bytes one KV block takes across the replica's GPUs (all tp of them), or 0 when unknown.
+  virtual double kv_bytes_per_block() const { return 0; }
+  // The hardware file's on-demand price of one GPU per hour (USD), or 0 when unknown.
+  virtual double gpu_price_per_hour() const { return 0; }
 };
 
 }  // namespace servesim

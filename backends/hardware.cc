@@ -44,7 +44,8 @@ Result<HardwareSpec> load_hardware(const std::string& path) {
   if (Status s = f.check_known({"name", "memory_gib", "memory_bandwidth_gbs", "fp16_tflops",
                                 "fp8_tflops", "fp32_tflops", "bf16", "interconnect_gbs",
                                 "interconnect_latency_us", "gemm_efficiency", "memory_efficiency",
-                                "attention_efficiency", "overhead_us", "gemm_half_rows"});
+                                "attention_efficiency", "overhead_us", "gemm_half_rows",
+                                "price_per_hour_usd"});
       !s) {
     return s.error();
   }
@@ -80,6 +81,7 @@ Result<HardwareSpec> load_hardware(const std::string& path) {
       {"attention_efficiency", false, 1e-3, true, 1.0, 1.0, &hw.attention_efficiency},
       {"overhead_us", false, 0, true, 1e6, kMicro, &hw.overhead},
       {"gemm_half_rows", false, 0, true, 1e9, 1.0, &hw.gemm_half_rows},
+      {"price_per_hour_usd", false, 0, true, 1e6, 1.0, &hw.price_per_hour_usd},
   };
   for (const NumberKey& n : numbers) {
     if (Status s = read_number(f, n.key, n.required, n.min, n.min_inclusive, n.max, n.scale, n.out);

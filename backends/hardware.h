@@ -27,6 +27,7 @@ struct HardwareSpec {
   // GEMM efficiency grows with the rows (tokens) of the product, as tiles fill:
   // gemm_efficiency x M / (M + gemm_half_rows). 0 = flat.
   double gemm_half_rows = 128;
+  double price_per_hour_usd = 0;  // on-demand price of one GPU per hour (USD); 0 = unknown
 
   // FLOP per byte where compute time and memory time meet (dense FP16 over bandwidth).
   double ridge_point() const { return memory_bandwidth > 0 ? fp16_flops / memory_bandwidth : 0; }

@@ -26,6 +26,8 @@ class RooflineBackend final : public Backend {
   int64_t max_model_len() const override { return model_.model().max_position_embeddings; }
   std::string hardware_path() const override { return model_.hardware().path; }
   std::string model_path() const override { return model_.model().path; }
+  double kv_bytes_per_block() const override { return memory_.block_bytes * model_.options().tp; }
+  double gpu_price_per_hour() const override { return model_.hardware().price_per_hour_usd; }
 
   const RooflineModel& roofline() const { return model_; }
   const MemoryPlan& memory() const { return memory_; }

@@ -70,7 +70,7 @@ class ChunkedPrefillPolicy final : public Policy {
                                 : (waiting.empty() ? nullptr : waiting.front());
       if (seq == nullptr) break;
       if (!kv.fits_at_all(seq->num_tokens())) {
-        view.reject(seq, "needs " + std::to_string(kv.blocks_for(seq->num_tokens())) +
+        view.reject(seq, RejectCause::kKvCapacity, "needs " + std::to_string(kv.blocks_for(seq->num_tokens())) +
                              " KV blocks; the cache has " + std::to_string(kv.num_total()));
         continue;
       }

@@ -51,7 +51,7 @@ class ContinuousPolicy final : public Policy {
       Sequence* seq = queue.front();
       const int32_t n = seq->num_uncomputed();
       if (n > view.limits().max_num_batched_tokens) {
-        view.reject(seq, std::to_string(n) + " tokens to prefill exceed max_num_batched_tokens " +
+        view.reject(seq, RejectCause::kBatchTokens, std::to_string(n) + " tokens to prefill exceed max_num_batched_tokens " +
                              std::to_string(view.limits().max_num_batched_tokens) +
                              " (continuous batching does not split prompts; use chunked-prefill)");
         continue;
@@ -60,7 +60,7 @@ class ContinuousPolicy final : public Policy {
                                               seq->num_output
                                         : int64_t{seq->num_tokens()};
       if (!kv.fits_at_all(hold)) {
-        view.reject(seq, "needs " + std::to_string(kv.blocks_for(hold)) +
+        view.reject(seq, RejectCause::kKvCapacity, "needs " + std::to_string(kv.blocks_for(hold)) +
                              " KV blocks; the cache has " + std::to_string(kv.num_total()));
         continue;
       }

@@ -59,9 +59,9 @@ class ReplicaView {
   // QueueOrder::kFcfs).
   // REQUIRES: seq is in running() and not in the batch being formed.
   virtual void preempt(Sequence* seq) = 0;
-  // Gives up on a request that can never be served; `reason` is stored with it.
+  // Gives up on a request that can never be served; `cause` and `reason` are stored with it.
   // REQUIRES: seq is in waiting().
-  virtual void reject(Sequence* seq, std::string reason) = 0;
+  virtual void reject(Sequence* seq, RejectCause cause, std::string reason) = 0;
   // Holds seq's response until release(): it is not streamed and completes when released
   // (static batching with release = "batch"). REQUIRES: seq is in running() or was just admitted.
   virtual void hold_response(Sequence* seq) = 0;

@@ -70,7 +70,7 @@ class StaticPolicy final : public Policy {
     BlockManager& kv = view.kv();
     // With no batch running, all KV memory is free: a head that does not fit now never will.
     while (!queue.empty() && !kv.fits_at_all(reservation(*queue.front()))) {
-      view.reject(queue.front(), "prompt + max_tokens needs " +
+      view.reject(queue.front(), RejectCause::kKvCapacity, "prompt + max_tokens needs " +
                                      std::to_string(kv.blocks_for(reservation(*queue.front()))) +
                                      " KV blocks; the cache has " + std::to_string(kv.num_total()));
     }

@@ -1,5 +1,8 @@
 #include "sim/config.h"
 
+#include <cmath>
+#include <cstdlib>
+#include <limits>
 #include <sstream>
 
 #include "sim/options.h"
@@ -65,6 +68,26 @@ Status apply_set(toml::table& table, std::string_view assignment) {
   return set_path(table, key, toml::value<std::string>(text));
 }
 
+Status apply_goodput_token(std::string_view token, toml::table& table) {
+  const size_t colon = token.find(':');
+  const std::string name(token.substr(0, colon));
+  const std::string quoted = "--goodput '" + std::string(token) + "'";
+  if (colon == std::string_view::npos) {
+    return Error{quoted + ": expected KEY:MILLISECONDS with KEY ttft, tpot or e2el, e.g. ttft:2000"};
+  }
+  if (name != "ttft" && name != "tpot" && name != "e2el") {
+    return Error{quoted + ": unknown SLO '" + name + "' (known: ttft, tpot, e2el)"};
+  }
+  const std::string number(token.substr(colon + 1));
+  char* end = nullptr;
+  const double ms = std::strtod(number.c_str(), &end);
+  if (number.empty() || end != number.c_str() + number.size() || !(ms > 0) || !std::isfinite(ms)) {
+    return Error{quoted + ": expected a number of milliseconds > 0 after '" + name + ":', got '" +
+                 number + "'"};
+  }
+  return set_path(table, "goodput." + name, toml::value<double>(ms));
+}
+
 Result<RunConfig> resolve_config(toml::table table) {
   RunConfig c;
   OptionReader top(table, "");
@@ -88,6 +111,22 @@ Result<RunConfig> resolve_config(toml::table table) {
   c.gpu_memory_utilization = top.number("gpu_memory_utilization", c.gpu_memory_utilization, 0.01, 1.0);
   c.tp = static_cast<int32_t>(top.integer("tp", c.tp, 1, 1024));
   c.replicas = static_cast<int32_t>(top.integer("replicas", c.replicas, 1, 4096));
+  const double inf = std::numeric_limits<double>::infinity();
+  c.request_rate = top.number("request_rate", 0, 1e-9, inf);
+  c.burstiness = top.number("burstiness", 0, 1e-4, 1e6);
+  c.time_scale = top.number("time_scale", 0, 1e-9, 1e9);
+  c.num_prompts = top.integer("num_prompts", 0, 1, 10'000'000'000LL);
+  c.max_concurrency = top.integer("max_concurrency", 0, 1, INT32_MAX);
+  c.price_per_hour_usd = top.number("price_per_hour_usd", -1, 0, 1e6);
+  c.log = top.choice("log", c.log, {"iterations", "requests", "summary"});
+  if (const toml::table* goodput = top.table("goodput")) {
+    OptionReader g(*goodput, "goodput");
+    c.slo_ttft = g.number("ttft", 0, 1e-6, 1e12) / 1e3;  // milliseconds, as vLLM's --goodput
+    c.slo_tpot = g.number("tpot", 0, 1e-6, 1e12) / 1e3;
+    c.slo_e2el = g.number("e2el", 0, 1e-6, 1e12) / 1e3;
+    g.reject_unknown();
+    if (!g.ok()) return g.error();
+  }
 
   if (const toml::table* policy = top.table("policy")) {
     OptionReader p(*policy, "policy");
@@ -115,6 +154,10 @@ Result<RunConfig> resolve_config(toml::table table) {
     c.policy_options = std::move(*policy);
     c.policy_options.erase("name");
   }
+  if (c.request_rate > 0 && c.time_scale > 0) {
+    return Error{"time_scale: cannot be combined with request_rate (request_rate re-times arrivals "
+                 "to a mean rate; time_scale multiplies them); give one of the two"};
+  }
   if (c.max_num_batched_tokens < c.max_num_seqs) {
     return Error{"max_num_batched_tokens (" + std::to_string(c.max_num_batched_tokens) +
                  ") must be at least max_num_seqs (" + std::to_string(c.max_num_seqs) +
@@ -139,6 +182,20 @@ std::string config_to_toml(const RunConfig& c, const toml::table& policy_options
   t.insert("gpu_memory_utilization", c.gpu_memory_utilization);
   t.insert("tp", c.tp);
   t.insert("replicas", c.replicas);
+  if (c.request_rate > 0) t.insert("request_rate", c.request_rate);
+  if (c.burstiness > 0) t.insert("burstiness", c.burstiness);
+  if (c.time_scale > 0) t.insert("time_scale", c.time_scale);
+  if (c.num_prompts > 0) t.insert("num_prompts", c.num_prompts);
+  if (c.max_concurrency > 0) t.insert("max_concurrency", c.max_concurrency);
+  if (c.price_per_hour_usd >= 0) t.insert("price_per_hour_usd", c.price_per_hour_usd);
+  if (c.log != RunConfig{}.log) t.insert("log", c.log);
+  if (c.slo_ttft > 0 || c.slo_tpot > 0 || c.slo_e2el > 0) {
+    toml::table g;
+    if (c.slo_ttft > 0) g.insert("ttft", c.slo_ttft * 1e3);
+    if (c.slo_tpot > 0) g.insert("tpot", c.slo_tpot * 1e3);
+    if (c.slo_e2el > 0) g.insert("e2el", c.slo_e2el * 1e3);
+    t.insert("goodput", std::move(g));
+  }
   toml::table policy = policy_options;
   policy.insert_or_assign("name", c.policy);
   t.insert("policy", std::move(policy));

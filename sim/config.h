@@ -22,6 +22,17 @@
 //   gpu_memory_utilization       --gpu-memory-utilization 0.9
 //   tp                           --tp N                   1
 //   replicas                     --replicas N             1
+// Load controls, as `vllm bench serve` (workloads/load_controls.h):
+//   request_rate                 --request-rate R         the workload's own (inf: all at once)
+//   burstiness                   --burstiness B           1 (Poisson) when request_rate is given
+//   time_scale                   --time-scale F           1
+//   num_prompts                  --num-prompts N          every request
+//   max_concurrency              --max-concurrency C      unlimited (open loop)
+// Service-level objectives and cost:
+//   goodput.ttft|tpot|e2el       --goodput ttft:MS ...    none (milliseconds, vLLM's --goodput)
+//   price_per_hour_usd           --set                    the hardware file's (USD per GPU-hour)
+//   log                          --log WHAT               "iterations": every row; "requests":
+//                                                         no iterations; "summary": run + metrics
 // The configuration is immutable once resolved; derived values (KV blocks) live elsewhere.
 #pragma once
 
@@ -57,7 +68,21 @@ struct RunConfig {
   double gpu_memory_utilization = 0.9; // fraction of device memory for weights, activations, KV
   int32_t tp = 1;                      // tensor-parallel degree
   int32_t replicas = 1;
+  // Load controls (0: not given).
+  double request_rate = 0;
+  double burstiness = 0;
+  double time_scale = 0;
+  int64_t num_prompts = 0;
+  int64_t max_concurrency = 0;
+  // Service-level objectives in seconds (0: none), for request_goodput and slo_attainment.
+  double slo_ttft = 0, slo_tpot = 0, slo_e2el = 0;
+  double price_per_hour_usd = -1;  // per GPU; -1: the hardware file's
+  std::string log = "iterations";  // iterations | requests | summary
 };
+
+// Parses one token of vLLM's --goodput ("ttft:2000", milliseconds) into `config`. Errors name the
+// token.
+Status apply_goodput_token(std::string_view token, toml::table& table);
 
 // Reads a --config file into a table (values keep their file positions for messages).
 Result<toml::table> load_config_file(const std::string& path);

@@ -15,6 +15,7 @@ enum class EventKind : uint8_t {
   kIterationEnd,  // a replica's forward pass completes
   kWake,          // a policy asked to be consulted again (static batching's max_wait)
   kArrival,       // a dependent request arrives (its parents finished, plus think time)
+  kSend,          // a request held by max_concurrency is sent: a slot came free
 };
 
 struct Event {

@@ -99,4 +99,16 @@ std::vector<std::string> list_presets(PresetKind kind) {
   return {};
 }
 
+std::string preset_display_name(const std::string& path, PresetKind kind) {
+  if (path.empty()) return path;
+  std::error_code ec;
+  const fs::path file = fs::weakly_canonical(path, ec);
+  if (ec) return path;
+  for (const std::string& dir : data_dirs()) {
+    const fs::path folder = fs::weakly_canonical(fs::path(dir) / subdir(kind), ec);
+    if (!ec && file.parent_path() == folder) return file.stem().string();
+  }
+  return path;
+}
+
 }  // namespace servesim

@@ -22,6 +22,10 @@ std::vector<std::string> data_dirs();
 // left out). The error names the option, says where it looked and lists the presets.
 Result<std::string> resolve_preset(std::string_view value, PresetKind kind, std::string_view option);
 
+// How a resolved file is named to a user: a shipped preset by its name ("h100-sxm"), any other file
+// by its path.
+std::string preset_display_name(const std::string& path, PresetKind kind);
+
 // Preset file names of a kind (from the first data folder that has any), sorted.
 std::vector<std::string> list_presets(PresetKind kind);
 

@@ -35,11 +35,11 @@ void Replica::enqueue(Request* r, Time now) {
     waiting_.push_back(r);
   }
   if (max_model_len_ > 0 && r->prompt_tokens >= max_model_len_) {
-    reject(r, "prompt of " + std::to_string(r->prompt_tokens) +
+    reject(r, RejectCause::kContextLength, "prompt of " + std::to_string(r->prompt_tokens) +
                   " tokens leaves no room in the model's context of " +
                   std::to_string(max_model_len_) + " tokens");
   } else if (!kv_.fits_at_all(r->prompt_tokens)) {
-    reject(r, "prompt of " + std::to_string(r->prompt_tokens) + " tokens needs " +
+    reject(r, RejectCause::kKvCapacity, "prompt of " + std::to_string(r->prompt_tokens) + " tokens needs " +
                   std::to_string(kv_.blocks_for(r->prompt_tokens)) + " KV blocks; the cache has " +
                   std::to_string(kv_.num_total()));
   }
@@ -177,7 +177,7 @@ void Replica::insert_by_priority(Sequence* seq) {
   waiting_.insert(std::upper_bound(waiting_.begin(), waiting_.end(), seq, before), seq);
 }
 
-void Replica::reject(Sequence* seq, std::string reason) {
+void Replica::reject(Sequence* seq, RejectCause cause, std::string reason) {
   auto it = std::find(waiting_.begin(), waiting_.end(), seq);
   assert(it != waiting_.end());
   waiting_.erase(it);
@@ -185,6 +185,7 @@ void Replica::reject(Sequence* seq, std::string reason) {
   Request& r = req(seq);
   r.status = RequestStatus::kRejected;
   r.reason = std::move(reason);
+  r.cause = cause;
   for (Recorder* rec : recorders_) rec->on_request(r);
   settled_->push_back(r.index);
 }

@@ -58,7 +58,7 @@ class Replica final : public ReplicaView {
   bool more_arrivals_expected() const override { return *more_arrivals_; }
   void admit(Sequence* seq, int32_t num_cached_tokens = 0) override;
   void preempt(Sequence* seq) override;
-  void reject(Sequence* seq, std::string reason) override;
+  void reject(Sequence* seq, RejectCause cause, std::string reason) override;
   void hold_response(Sequence* seq) override;
   void release(Sequence* seq) override;
 

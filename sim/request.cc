@@ -10,4 +10,15 @@ uint64_t content_id(uint64_t salt, uint64_t n) {
   return z ^ (z >> 31);
 }
 
+const char* reject_cause_name(RejectCause cause) {
+  switch (cause) {
+    case RejectCause::kNone: return "";
+    case RejectCause::kContextLength: return "context_length";
+    case RejectCause::kKvCapacity: return "kv_capacity";
+    case RejectCause::kBatchTokens: return "batch_tokens";
+    case RejectCause::kParentRejected: return "parent";
+  }
+  return "";
+}
+
 }  // namespace servesim

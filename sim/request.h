@@ -62,6 +62,20 @@ struct RequestSpec {
   Time think_time = 0;
 };
 
+// Why a request was rejected, by kind (the exact reason is text in Request::reason).
+enum class RejectCause : uint8_t {
+  kNone,
+  kContextLength,   // its prompt reaches the model's context length
+  kKvCapacity,      // it needs more KV blocks than the replica has
+  kBatchTokens,     // its prompt exceeds the tokens one iteration may compute (no chunking)
+  kParentRejected,  // a request it follows was rejected
+};
+inline constexpr int kNumRejectCauses = 5;
+
+// "context_length", "kv_capacity", "batch_tokens", "parent" ("" for kNone): the suffix of
+// the rejected_* metrics.
+const char* reject_cause_name(RejectCause cause);
+
 enum class RequestStatus : uint8_t {
   kPending,   // not arrived yet
   kWaiting,   // in a replica's queue (new, or preempted)
@@ -106,11 +120,15 @@ struct Request : Sequence {
   bool capped = false;         // spec->output_tokens exceeded max_tokens (finish reason "length")
   bool held = false;           // response released by the policy, not at the last token
   int16_t replica = -1;
+  Time due = -1;               // when the client meant to send it (its arrival, or its parents'
+                               // finish plus think time); later than `arrival` when
+                               // max_concurrency held it back
   Time scheduled = -1;         // start of the first iteration that included it
   Time first_token = -1;
   Time last_token = -1;
   Time finished = -1;          // response complete
   std::string reason;          // why it was rejected
+  RejectCause cause = RejectCause::kNone;
 
   const std::string& id() const { return spec->id; }
   bool generation_done() const { return num_output >= output_tokens; }

@@ -13,7 +13,7 @@ Simulator::Simulator(const std::vector<RequestSpec>& specs, const SimOptions& op
                      std::vector<std::unique_ptr<Policy>> policies,
                      std::vector<std::unique_ptr<Backend>> backends,
                      std::vector<Recorder*> recorders)
-    : recorders_(std::move(recorders)) {
+    : recorders_(std::move(recorders)), max_concurrency_(options.max_concurrency) {
   assert(options.replicas >= 1);
   assert(policies.size() == static_cast<size_t>(options.replicas));
   assert(backends.size() == policies.size());
@@ -86,7 +86,17 @@ Simulator::Simulator(const std::vector<RequestSpec>& specs, const SimOptions& op
 }
 
 void Simulator::arrive(Request& r, Time now) {
+  r.due = now;
+  if (max_concurrency_ > 0 && in_flight_ >= max_concurrency_) {
+    held_.push_back(r.index);
+    return;
+  }
+  send(r, now);
+}
+
+void Simulator::send(Request& r, Time now) {
   r.arrival = now;
+  ++in_flight_;
   size_t target;
   if (r.spec->after.empty()) {
     target = round_robin_;
@@ -103,6 +113,16 @@ void Simulator::settle_dependents(Time now) {
   for (size_t k = 0; k < settled_.size(); ++k) {
     const auto p = static_cast<size_t>(settled_[k]);
     const Request& parent = requests_[p];
+    if (parent.replica >= 0) {  // it was sent: its slot is free, for the next request held
+      --in_flight_;
+      if (!held_.empty()) {
+        // Sent at this instant, through the event queue, so that the scheduling at `now` sees it
+        // even when this runs after the replicas formed their batches.
+        events_.push(now, EventKind::kSend, held_.front());
+        held_.pop_front();
+        ++in_flight_;  // its slot is taken now
+      }
+    }
     for (int32_t c = child_start_[p]; c < child_start_[p + 1]; ++c) {
       const auto ci = static_cast<size_t>(children_[static_cast<size_t>(c)]);
       Request& child = requests_[ci];
@@ -111,6 +131,7 @@ void Simulator::settle_dependents(Time now) {
         child.status = RequestStatus::kRejected;
         child.arrival = now;
         child.reason = "its parent '" + parent.id() + "' was rejected";
+        child.cause = RejectCause::kParentRejected;
         --pending_dependents_;
         for (Recorder* rec : recorders_) rec->on_request(child);
         settled_.push_back(static_cast<int32_t>(ci));
@@ -174,6 +195,10 @@ RunResult Simulator::run(const std::atomic<bool>* stop) {
             --pending_dependents_;
             arrive(requests_[t], now);
             break;
+          case EventKind::kSend:
+            --in_flight_;  // send() takes the slot reserved for it
+            send(requests_[t], now);
+            break;
         }
       }
       while (next_arrival_ < n &&
@@ -186,7 +211,8 @@ RunResult Simulator::run(const std::atomic<bool>* stop) {
     // Waiting can still bring an arrival if one is due, or if something in flight (an iteration, a
     // scheduled dependent arrival) may release one. Dependent requests whose parents merely wait do
     // not count: a policy waiting for them would wait forever.
-    more_arrivals_ = next_arrival_ < n || (pending_dependents_ > 0 && !events_.empty());
+    more_arrivals_ = next_arrival_ < n || (pending_dependents_ > 0 && !events_.empty()) ||
+                     !held_.empty();
     schedule_idle(now);
     settle_dependents(now);  // releases and rejections made while scheduling
   }

@@ -3,6 +3,9 @@
 // conversation stays with its prefix cache), and each replica runs iterations back to back while it
 // has work.
 //
+// With max_concurrency, a request whose time has come is held until fewer than that many are in
+// flight (a closed loop, as `vllm bench serve --max-concurrency`).
+//
 // A request with parents (RequestSpec::after) arrives when the last of them finishes, plus its think
 // time; if a parent is rejected, so is the request.
 //
@@ -14,6 +17,7 @@
 #pragma once
 
 #include <atomic>
+#include <deque>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -37,6 +41,10 @@ struct SimOptions {
   int32_t default_max_tokens = 0;    // for requests that give no max_tokens; 0: the model's
                                      // context length minus the prompt, else 2048
   int64_t max_model_len = 0;         // the model's context length; 0: no model
+  // Closed loop, as `vllm bench serve --max-concurrency`: at most this many requests in flight
+  // (sent and not yet finished or rejected); a request whose time has come waits, first come first
+  // sent, until one finishes, and its latencies count from when it is sent. 0: open loop.
+  int64_t max_concurrency = 0;
 };
 
 struct RunResult {
@@ -63,7 +71,10 @@ class Simulator {
   const Replica& replica(int32_t i) const { return *replicas_[static_cast<size_t>(i)]; }
 
  private:
+  // A request's time to be sent has come: sends it, or holds it while max_concurrency are in flight.
   void arrive(Request& r, Time now);
+  // Routes r to a replica at `now`.
+  void send(Request& r, Time now);
   void settle_dependents(Time now);
   void schedule_idle(Time now);
   RunResult finish(RunResult result);
@@ -84,6 +95,9 @@ class Simulator {
   int64_t pending_dependents_ = 0;     // dependent requests not arrived (nor rejected) yet
   std::vector<int32_t> settled_;       // settled since last looked at (filled by the replicas)
   bool more_arrivals_ = true;
+  int64_t max_concurrency_ = 0;   // 0: unlimited
+  int64_t in_flight_ = 0;         // sent, not settled
+  std::deque<int32_t> held_;      // due, waiting for a slot under max_concurrency
 };
 
 }  // namespace servesim

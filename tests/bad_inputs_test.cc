@@ -3,7 +3,7 @@
 // infinities, 1e30, 2^63 and beyond, fractions where integers belong, strings, arrays, tables.
 // Each must end in exit 2 with a message naming the key (or, for text that is not TOML at all, the
 // file and line), or in a correct run: never a signal, a hang, or a `done` run with times out of
-// order. Runs in-process (sim/cli.h), so that the sanitizer build checks every path it takes.
+// order. Runs in-process (cli/cli.h), so that the sanitizer build checks every path it takes.
 #include <sqlite3.h>
 
 #include <cstdio>
@@ -15,7 +15,7 @@
 
 #include <gtest/gtest.h>
 
-#include "sim/cli.h"
+#include "cli/cli.h"
 
 namespace servesim {
 namespace {
@@ -190,7 +190,7 @@ TEST_F(BadInputs, HardwareFiles) {
       {"", "interconnect_gbs", "300"},         {"", "interconnect_latency_us", "5"},
       {"", "gemm_efficiency", "0.7"},          {"", "memory_efficiency", "0.75"},
       {"", "attention_efficiency", "0.6"},     {"", "overhead_us", "100"},
-      {"", "gemm_half_rows", "128"}};
+      {"", "gemm_half_rows", "128"},          {"", "price_per_hour_usd", "3.43"}};
   const std::string w = write("w.toml", "[generate]\nrequests = 10\n[generate.arrival]\nprocess = "
                                         "'poisson'\nrate = 4.0\n[generate.prompt_tokens]\ndist = "
                                         "'fixed'\nvalue = 200\n[generate.output_tokens]\ndist = "
@@ -231,7 +231,11 @@ TEST_F(BadInputs, RunConfiguration) {
       {"seed", "continuous"},                   {"kv.block_size", "prefix-cached"},
       {"kv.blocks", "prefix-cached"},           {"policy.max_wait", "static"},
       {"policy.long_prefill_token_threshold", "chunked-prefill"},
-      {"policy.scheduler_reserve_full_isl", "chunked-prefill"}};
+      {"policy.scheduler_reserve_full_isl", "chunked-prefill"},
+      {"request_rate", "continuous"},           {"burstiness", "continuous"},
+      {"time_scale", "continuous"},             {"num_prompts", "continuous"},
+      {"max_concurrency", "chunked-prefill"},   {"price_per_hour_usd", "continuous"},
+      {"goodput.ttft", "continuous"},           {"goodput.e2el", "continuous"}};
   for (const auto& [key, policy] : keys) {
     for (const std::string& v : kTomlValues) {
       check({"--trace", w, "--policy", policy, "--set", key + "=" + v}, key.substr(key.find('.') + 1),

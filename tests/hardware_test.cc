@@ -130,6 +130,53 @@ TEST(Hardware, IntegerAndFloatValuesBothAccepted) {
   EXPECT_DOUBLE_EQ(hw.value().gemm_efficiency, 1.0);
 }
 
+TEST(Hardware, PresetPrices) {
+  // data/hardware/README.md, "Prices": AWS on-demand per GPU, 2026-01-21.
+  EXPECT_DOUBLE_EQ(load_ok("h100-sxm.toml").price_per_hour_usd, 6.88);  // p5.48xlarge / 8
+  EXPECT_DOUBLE_EQ(load_ok("t4.toml").price_per_hour_usd, 0.526);       // g4dn.xlarge
+  for (const char* file :
+       {"t4.toml", "l4.toml", "a10g.toml", "a100-40gb.toml", "a100-80gb.toml", "h100-sxm.toml",
+        "h100-pcie.toml", "h200.toml", "b200.toml", "mi300x.toml"}) {
+    SCOPED_TRACE(file);
+    EXPECT_GT(load_ok(file).price_per_hour_usd, 0);
+  }
+  EXPECT_DOUBLE_EQ(load_ok("cpu-host.toml").price_per_hour_usd, 0);  // no price: no cost metrics
+}
+
+TEST(Hardware, PriceAbsentIsZero) {
+  auto hw = load_hardware(write_temp(kMinimal));
+  ASSERT_TRUE(hw.ok()) << hw.error().message;
+  EXPECT_DOUBLE_EQ(hw.value().price_per_hour_usd, 0);
+}
+
+TEST(Hardware, PriceZeroAndIntegerAccepted) {
+  auto zero = load_hardware(write_temp(std::string(kMinimal) + "price_per_hour_usd = 0\n"));
+  ASSERT_TRUE(zero.ok()) << zero.error().message;
+  EXPECT_DOUBLE_EQ(zero.value().price_per_hour_usd, 0);
+  auto two = load_hardware(write_temp(std::string(kMinimal) + "price_per_hour_usd = 2\n"));
+  ASSERT_TRUE(two.ok()) << two.error().message;
+  EXPECT_DOUBLE_EQ(two.value().price_per_hour_usd, 2.0);
+}
+
+TEST(Hardware, NegativePriceNamesFileLineAndKey) {
+  std::string path;
+  const std::string msg = load_error(std::string(kMinimal) + "price_per_hour_usd = -1.5\n", &path);
+  EXPECT_EQ(msg.rfind(path + ":7:", 0), 0u) << msg;
+  EXPECT_NE(msg.find("price_per_hour_usd: expected"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("got -1.5"), std::string::npos) << msg;
+}
+
+TEST(Hardware, PriceAboveBoundOrNotANumber) {
+  EXPECT_NE(load_error(std::string(kMinimal) + "price_per_hour_usd = 2e6\n")
+                .find("price_per_hour_usd: expected"),
+            std::string::npos);
+  std::string path;
+  const std::string msg =
+      load_error(std::string(kMinimal) + "price_per_hour_usd = \"$2\"\n", &path);
+  EXPECT_EQ(msg.rfind(path + ":7:", 0), 0u) << msg;
+  EXPECT_NE(msg.find("price_per_hour_usd: expected"), std::string::npos) << msg;
+}
+
 TEST(Hardware, MissingFile) {
   const std::string path = kHardwareDir + "no-such-gpu.toml";
   auto hw = load_hardware(path);

@@ -235,7 +235,7 @@ TEST_F(PrintReportTest, RoundTripsInAllFormats) {
   EXPECT_EQ(json["run"]["config"], "seed = 3\n");
   EXPECT_TRUE(json["run"]["hardware"].is_null());
   EXPECT_TRUE(json["run"]["error"].is_null());
-  EXPECT_EQ(json["run"].size(), 17u);  // every column of runs
+  EXPECT_EQ(json["run"].size(), 22u);  // every column of runs
   EXPECT_EQ(json["metrics"]["completed"], 2.0);
   EXPECT_EQ(json["metrics"]["total_output_tokens"], 3.0);
   EXPECT_EQ(json["metrics"]["e2el_mean"], 1.5);

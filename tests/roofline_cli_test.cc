@@ -11,8 +11,12 @@ using RooflineCli = Cli;
 TEST_F(RooflineCli, TheDefaultRunIsLlama3OnAnA100AndPlausible) {
   const Outcome o = sim({"--policy", "chunked-prefill", "--trace", "pareto.toml"});
   ASSERT_EQ(o.status, 0) << o.output;
-  EXPECT_NE(o.output.find("a100-80gb.toml"), std::string::npos);
-  EXPECT_NE(o.output.find("llama-3-8b.json"), std::string::npos);
+  // Presets are named by name, not by their install path.
+  EXPECT_NE(o.output.find("a100-80gb / llama-3-8b"), std::string::npos) << o.output;
+  EXPECT_EQ(o.output.find("a100-80gb.toml"), std::string::npos);
+  EXPECT_NE(o.output.find("1 replica x tp 1 = 1 GPUs"), std::string::npos);
+  EXPECT_NE(o.output.find("KV cache per replica:"), std::string::npos);
+  EXPECT_NE(o.output.find("Cost (USD/hour):"), std::string::npos);
   EXPECT_NE(o.output.find("Mean TTFT (ms)"), std::string::npos);
   EXPECT_EQ(query("SELECT backend FROM runs"), "roofline");
   // Llama-3-8B on one A100: batch decode steps of 10-40 ms, prefills of tens of ms.

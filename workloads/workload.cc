@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cmath>
 #include <limits>
 #include <utility>
 
@@ -12,6 +13,7 @@
 #include "workloads/dag.h"
 #include "workloads/distribution.h"
 #include "workloads/explicit_requests.h"
+#include "workloads/load_controls.h"
 #include "workloads/prefixes.h"
 #include "workloads/priorities.h"
 #include "workloads/replay.h"
@@ -61,8 +63,31 @@ Result<std::optional<T>> optional_table(const TableFields& g, std::string_view k
   return std::optional<T>(std::move(options).value());
 }
 
+// The arrival process of a [generate] table under the load controls: Poisson at request_rate, or
+// gamma of shape burstiness (vLLM's --request-rate and --burstiness), else the table's own.
+Result<ArrivalProcess> controlled_arrivals(const ArrivalProcess& own, const LoadControls& load,
+                                           const TableFields& g) {
+  if (load.request_rate <= 0 && load.burstiness <= 0) return own;
+  const double rate = load.request_rate > 0 ? load.request_rate : own.rate();
+  toml::table t;
+  if (std::isinf(rate)) {
+    t.insert("process", "all-at-once");
+  } else if (rate <= 0) {
+    return g.error("burstiness: the workload's arrivals are all-at-once, which has no rate to "
+                   "shape; give request_rate too");
+  } else if (load.burstiness > 0 && load.burstiness != 1.0) {
+    t.insert("process", "gamma");
+    t.insert("rate", rate);
+    t.insert("cv", 1.0 / std::sqrt(load.burstiness));  // shape 1/cv^2 = burstiness
+  } else {
+    t.insert("process", "poisson");
+    t.insert("rate", rate);
+  }
+  return make_arrival_process(t, "command line", "load controls");
+}
+
 Result<Workload> generate(const toml::table& table, const std::string& path,
-                          std::optional<uint64_t> seed_override) {
+                          std::optional<uint64_t> seed_override, const LoadControls& load) {
   const TableFields g(table, path, "generate");
   Status known = g.check_known({"requests", "duration", "seed", "max_tokens", "arrival",
                                 "prompt_tokens", "output_tokens", "prefixes", "sessions",
@@ -79,6 +104,15 @@ Result<Workload> generate(const toml::table& table, const std::string& path,
   if (!count) return count.error();
   auto duration = g.number("duration", 0.0, false, kMaxArrivalSeconds);
   if (!duration) return duration.error();
+  if (load.num_prompts > 0 && !g.has("sessions")) {
+    // num_prompts draws exactly that many requests, in place of requests or duration.
+    if (load.num_prompts > kMaxGeneratedRequests) {
+      return Error{"num_prompts = " + std::to_string(load.num_prompts) + ": at most " +
+                   std::to_string(kMaxGeneratedRequests) + " requests are generated"};
+    }
+    count = std::optional<int64_t>(load.num_prompts);
+    duration = std::optional<double>();
+  }
   auto seed = g.integer("seed", 0, kInt64Max);
   if (!seed) return seed.error();
   auto max_tokens = g.integer("max_tokens", 1, kMaxTokens);
@@ -90,7 +124,9 @@ Result<Workload> generate(const toml::table& table, const std::string& path,
     return g.error("missing required table [generate.arrival] (with process = \"poisson\", "
                    "\"gamma\", \"constant\" or \"all-at-once\")");
   }
-  auto process = make_arrival_process(*arrival_table.value(), path, "generate.arrival");
+  auto own_process = make_arrival_process(*arrival_table.value(), path, "generate.arrival");
+  if (!own_process) return own_process.error();
+  auto process = controlled_arrivals(own_process.value(), load, g);
   if (!process) return process.error();
   if (duration.value() && process.value().kind() == ArrivalProcess::Kind::kAllAtOnce) {
     return g.error_at_key("duration", "cannot be used with process = \"all-at-once\" (every "
@@ -165,10 +201,30 @@ Result<Workload> generate(const toml::table& table, const std::string& path,
   return w;
 }
 
-}  // namespace
 
-Result<Workload> parse_workload(std::string_view text, const std::string& path,
-                                std::optional<uint64_t> seed_override) {
+// The load controls that apply after loading: num_prompts, then the re-timing of workloads that
+// were not generated (generated ones drew their arrivals under request_rate and burstiness).
+Result<Workload> apply_load(Workload w, const LoadControls& load, bool generated) {
+  if (!generated && load.burstiness > 0) {
+    return Error{"burstiness: applies to generated workloads ([generate]); " + w.path +
+                 " lists its requests, whose arrivals keep their own burstiness (use request_rate "
+                 "or time_scale to change the rate)"};
+  }
+  if (Status s = keep_first_prompts(w, load.num_prompts); !s.ok()) return s.error();
+  if (!generated && load.request_rate > 0) {
+    if (Status s = retime_to_rate(w, load.request_rate); !s.ok()) return s.error();
+  }
+  if (load.time_scale > 0) {
+    if (Status s = scale_arrivals(w, load.time_scale); !s.ok()) return s.error();
+  }
+  return w;
+}
+
+// parse_workload without the load controls that apply after loading; *generated says whether the
+// file was a [generate] table.
+Result<Workload> parse_workload_section(std::string_view text, const std::string& path,
+                                        std::optional<uint64_t> seed_override,
+                                        const LoadControls& load, bool* generated) {
   auto parsed = parse_toml(text, path);
   if (!parsed) return parsed.error();
   const toml::table& root = parsed.value();
@@ -237,9 +293,10 @@ Result<Workload> parse_workload(std::string_view text, const std::string& path,
       return error_at(path, node.source().begin, "generate",
                       "expected a [generate] table, got " + describe_value(node));
     }
-    auto generated = generate(*node.as_table(), path, seed_override);
-    if (!generated) return generated.error();
-    w = std::move(generated).value();
+    *generated = true;
+    auto generated_workload = generate(*node.as_table(), path, seed_override, load);
+    if (!generated_workload) return generated_workload.error();
+    w = std::move(generated_workload).value();
   }
   // The order that workload.h promises (dag.h). Explicit and session workloads come ordered (then
   // this is one pass), and generated ones in arrival order; a branch may also leave it to this.
@@ -249,15 +306,30 @@ Result<Workload> parse_workload(std::string_view text, const std::string& path,
   return w;
 }
 
-Result<Workload> load_workload(const std::string& path, std::optional<uint64_t> seed_override) {
+}  // namespace
+
+Result<Workload> parse_workload(std::string_view text, const std::string& path,
+                                std::optional<uint64_t> seed_override, const LoadControls& load) {
+  if (Status s = check_load_controls(load); !s.ok()) return s.error();
+  bool generated = false;
+  auto w = parse_workload_section(text, path, seed_override, load, &generated);
+  if (!w || !load.any()) return w;
+  return apply_load(std::move(w).value(), load, generated);
+}
+
+Result<Workload> load_workload(const std::string& path, std::optional<uint64_t> seed_override,
+                               const LoadControls& load) {
   if (is_trace_path(path)) {
+    if (Status s = check_load_controls(load); !s.ok()) return s.error();
     ReplayOptions options;  // a trace file given as it is: its format detected, every row
     options.path = path;
-    return replay_trace(options);
+    auto w = replay_trace(options);
+    if (!w || !load.any()) return w;
+    return apply_load(std::move(w).value(), load, /*generated=*/false);
   }
   Result<std::string> text = read_text_file(path);
   if (!text) return text.error();
-  return parse_workload(text.value(), path, seed_override);
+  return parse_workload(text.value(), path, seed_override, load);
 }
 
 }  // namespace servesim

@@ -35,6 +35,7 @@
 
 #include "sim/request.h"
 #include "sim/result.h"
+#include "workloads/load_controls.h"
 
 namespace servesim {
 
@@ -56,10 +57,12 @@ struct Workload {
 
 // Reads the workload TOML file at `path`. seed_override (the CLI's --seed) replaces [generate].seed;
 // it has no effect on explicit [[request]] workloads (whose Workload::seed is 0).
-Result<Workload> load_workload(const std::string& path, std::optional<uint64_t> seed_override);
+// `load` applies vLLM bench's load controls (load_controls.h); the defaults change nothing.
+Result<Workload> load_workload(const std::string& path, std::optional<uint64_t> seed_override,
+                               const LoadControls& load = {});
 
 // Same from text already in memory; `path` is used only in messages and copied into Workload::path.
 Result<Workload> parse_workload(std::string_view text, const std::string& path,
-                                std::optional<uint64_t> seed_override);
+                                std::optional<uint64_t> seed_override, const LoadControls& load = {});
 
 }  // namespace servesim

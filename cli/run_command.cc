@@ -16,16 +16,18 @@
 #include "analysis/report.h"
 #include "backends/registry.h"
 #include "policies/registry.h"
-#include "sim/cli.h"
+#include "cli/cli.h"
 #include "sim/config.h"
 #include "sim/presets.h"
-#include "sim/simulator.h"
+#include "runner/run.h"
 #include "sim/stop_signals.h"
 #include "workloads/workload.h"
 
 namespace servesim {
 namespace po = boost::program_options;
 namespace {
+
+}  // namespace
 
 po::options_description run_options() {
   po::options_description o("Options of `sim run` (configuration keys in brackets, for --config and --set)");
@@ -59,10 +61,24 @@ po::options_description run_options() {
     ("tp", po::value<int64_t>()->value_name("N"), "tensor-parallel degree (default 1)  [tp]")
     ("replicas", po::value<int64_t>()->value_name("N"), "model replicas, requests routed round robin (default 1)  [replicas]")
     ("name", po::value<std::string>()->value_name("TEXT"), "a label stored with the run  [name]")
+    ("request-rate", po::value<std::string>()->value_name("R"),
+     "requests per second: generated workloads draw Poisson arrivals at R; traces are re-timed to a mean rate of R, keeping their burstiness; inf sends all at once  [request_rate]")
+    ("burstiness", po::value<std::string>()->value_name("B"),
+     "gamma shape of generated arrivals, as vLLM bench (1 = Poisson; < 1 burstier)  [burstiness]")
+    ("time-scale", po::value<std::string>()->value_name("F"), "multiply every arrival time by F  [time_scale]")
+    ("num-prompts", po::value<std::string>()->value_name("N"), "the first N requests only  [num_prompts]")
+    ("max-concurrency", po::value<std::string>()->value_name("C"),
+     "closed loop: at most C requests in flight; the next is sent when one finishes  [max_concurrency]")
+    ("goodput", po::value<std::vector<std::string>>()->value_name("KEY:MS")->multitoken()->composing(),
+     "SLOs in milliseconds for request_goodput and slo_attainment, as vLLM bench: ttft:2000 tpot:100 e2el:10000  [goodput.ttft, ...]")
+    ("log", po::value<std::string>()->value_name("WHAT"),
+     "rows logged: iterations (default: every request and iteration) | requests | summary (runs and metrics only)  [log]")
     ("help,h", "show this help");
   // clang-format on
   return o;
 }
+
+namespace {
 
 void print_run_help(std::ostream& out) {
   out << "Usage: sim [run] --trace FILE [options]\n"
@@ -99,6 +115,21 @@ Status apply_flags(const po::variables_map& vm, toml::table& table) {
     Status s = set_path(table, key, toml::value<int64_t>(vm[flag].as<int64_t>()));
     if (!s.ok()) return s;
   }
+  // Load controls take TOML values, so that "inf" and a misspelt number get the same messages as
+  // in a --config file.
+  const std::pair<const char*, const char*> values[] = {
+      {"request-rate", "request_rate"}, {"burstiness", "burstiness"}, {"time-scale", "time_scale"},
+      {"num-prompts", "num_prompts"}, {"max-concurrency", "max_concurrency"}, {"log", "log"}};
+  for (const auto& [flag, key] : values) {
+    if (vm.count(flag) == 0) continue;
+    Status s = apply_set(table, std::string(key) + "=" + vm[flag].as<std::string>());
+    if (!s.ok()) return Error{"--" + std::string(flag) + ": " + s.error().message};
+  }
+  if (vm.count("goodput") != 0) {
+    for (const std::string& token : vm["goodput"].as<std::vector<std::string>>()) {
+      if (Status s = apply_goodput_token(token, table); !s.ok()) return s;
+    }
+  }
   if (vm.count("gpu-memory-utilization") != 0) {
     Status s = set_path(table, "gpu_memory_utilization",
                         toml::value<double>(vm["gpu-memory-utilization"].as<double>()));
@@ -120,6 +151,23 @@ int bad_input(std::ostream& err, const std::string& message) {
 
 }  // namespace
 
+Result<toml::table> config_table_from_flags(const po::variables_map& vm) {
+  toml::table table;
+  if (vm.count("config") != 0) {
+    Result<toml::table> loaded = load_config_file(vm["config"].as<std::string>());
+    if (!loaded.ok()) return loaded.error();
+    table = std::move(loaded.value());
+  }
+  if (Status s = apply_flags(vm, table); !s.ok()) return s.error();
+  return table;
+}
+
+Result<RunConfig> config_from_flags(const po::variables_map& vm) {
+  Result<toml::table> table = config_table_from_flags(vm);
+  if (!table.ok()) return table.error();
+  return resolve_config(std::move(table).value());
+}
+
 int run_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   po::variables_map vm;
   try {
@@ -136,149 +184,30 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
   // From here on SIGINT, SIGTERM and SIGHUP stop the run cleanly instead of killing the process.
   const StopSignals stop;
 
-  // 1. The configuration.
-  toml::table table;
-  if (vm.count("config") != 0) {
-    Result<toml::table> loaded = load_config_file(vm["config"].as<std::string>());
-    if (!loaded.ok()) return bad_input(err, loaded.error().message);
-    table = std::move(loaded.value());
-  }
-  if (Status s = apply_flags(vm, table); !s.ok()) return bad_input(err, s.error().message);
-  Result<RunConfig> resolved = resolve_config(std::move(table));
+  Result<RunConfig> resolved = config_from_flags(vm);
   if (!resolved.ok()) return bad_input(err, resolved.error().message);
   const RunConfig& config = resolved.value();
-  if (config.trace.empty()) {
-    return bad_input(err, "no workload: give --trace FILE (e.g. --trace pareto.toml). Try 'sim --help'.");
-  }
-
-  // 2. Everything the configuration names.
-  Result<std::string> trace = resolve_preset(config.trace, PresetKind::kWorkload, "--trace");
-  if (!trace.ok()) return bad_input(err, trace.error().message);
-  std::string hardware = config.hardware, model = config.model;
-  if (!hardware.empty()) {
-    Result<std::string> p = resolve_preset(hardware, PresetKind::kHardware, "--hardware");
-    if (!p.ok()) return bad_input(err, p.error().message);
-    hardware = p.value();
-  }
-  if (!model.empty()) {
-    Result<std::string> p = resolve_preset(model, PresetKind::kModel, "--model");
-    if (!p.ok()) return bad_input(err, p.error().message);
-    model = p.value();
-  }
-  Result<const PolicyInfo*> policy_info = find_policy(config.policy);
-  if (!policy_info.ok()) return bad_input(err, "--policy: " + policy_info.error().message);
-  Result<const BackendInfo*> backend_info = find_backend(config.backend);
-  if (!backend_info.ok()) return bad_input(err, "--backend: " + backend_info.error().message);
-  std::vector<std::unique_ptr<Policy>> policies;
-  std::vector<std::unique_ptr<Backend>> backends;
-  BackendSetup setup;
-  setup.hardware = hardware;
-  setup.model = model;
-  setup.tp = config.tp;
-  setup.gpu_memory_utilization = config.gpu_memory_utilization;
-  setup.dtype = config.dtype;
-  setup.kv_dtype = config.kv_dtype;
-  setup.block_size = config.block_size;
-  setup.max_num_seqs = config.max_num_seqs;
-  setup.max_num_batched_tokens = config.max_num_batched_tokens;
-  setup.kv_blocks = config.kv_blocks;
-  setup.weights = config.engine_weights;
-  setup.seed = config.seed.value_or(0);
-  for (int32_t i = 0; i < config.replicas; ++i) {
-    Result<std::unique_ptr<Policy>> p = policy_info.value()->make(config.policy_options);
-    if (!p.ok()) return bad_input(err, p.error().message);
-    policies.push_back(std::move(p.value()));
-    Result<std::unique_ptr<Backend>> b = backend_info.value()->make(setup);
-    if (!b.ok()) return bad_input(err, b.error().message);
-    backends.push_back(std::move(b.value()));
-  }
-  Result<Workload> workload = load_workload(trace.value(), config.seed);
-  if (!workload.ok()) return bad_input(err, workload.error().message);
-  if (workload.value().requests.empty()) return bad_input(err, trace.value() + ": the workload has no requests");
-  // The files the backend actually uses (its defaults included), for the record.
-  if (!backends.front()->hardware_path().empty()) hardware = backends.front()->hardware_path();
-  if (!backends.front()->model_path().empty()) model = backends.front()->model_path();
-
-  // 3. The database and the run's row: from here on the run is recorded, whatever happens.
-  Result<std::unique_ptr<Database>> db = Database::open(config.db);
-  if (!db.ok()) return bad_input(err, db.error().message);
-  RunInfo info;
-  info.name = config.name;
-  info.policy = config.policy;
-  info.backend = config.backend;
-  info.hardware = hardware;
-  info.model = model;
-  info.workload = trace.value();
-  info.config_toml = config_to_toml(config, policies.front()->options());
-  info.seed = workload.value().seed;
-  info.version = SERVESIM_VERSION;
-  info.host = this_host();
-  info.pid = static_cast<int64_t>(::getpid());
-  if (stop.requested()) {  // a signal while loading: nothing was recorded, nothing is
-    err << "sim: interrupted before the run started; nothing was written to " << config.db << "\n";
+  RunEnvironment env;
+  env.stop = stop.flag();
+  env.notes = &err;
+  Result<RunOutput> ran = run_configuration(config, env);
+  if (!ran.ok()) return bad_input(err, ran.error().message);
+  const RunOutput& result = ran.value();
+  if (result.run_id == 0) {  // interrupted while loading
+    err << "sim: " << result.error << "\n";
     return kExitInterrupted;
   }
-  Result<int64_t> run_id = db.value()->begin_run(info);
-  if (!run_id.ok()) return bad_input(err, run_id.error().message);
-
-  SimOptions options;
-  options.replicas = config.replicas;
-  options.limits = {config.max_num_seqs, config.max_num_batched_tokens};
-  options.block_size = config.block_size;
-  options.kv_blocks = config.kv_blocks;
-  options.default_max_tokens = config.max_tokens;
-  options.max_model_len = backends.front()->max_model_len();
-  options.prefix_caching = policy_info.value()->prefix_caching;
-  MetricsAccumulator metrics({config.max_num_seqs, config.replicas});
-  DbRecorder writer(*db.value(), run_id.value(), metrics);
-  // A measuring backend also logs every batch's items, for `sim validate --hardware` and
-  // `sim calibrate`; declared after the writer so that its rows land in the writer's transaction.
-  std::optional<BatchLog> batch_log;
-  if (config.backend == "cpu" || config.backend == "cuda") batch_log.emplace(*db.value(), run_id.value());
-  std::vector<Recorder*> recorders = {&metrics};
-  if (batch_log) recorders.push_back(&*batch_log);
-  recorders.push_back(&writer);
-  const bool counts_steps = backends.front()->counts_steps();
-  if (counts_steps && (!hardware.empty() || !model.empty() || config.tp != 1 ||
-                       config.gpu_memory_utilization != RunConfig{}.gpu_memory_utilization)) {
-    err << "sim: note: the " << config.backend
-        << " backend ignores --hardware, --model, --tp and --gpu-memory-utilization "
-           "(they are recorded with the run)\n";
-  }
-  Simulator sim(workload.value().requests, options, std::move(policies), std::move(backends),
-                std::move(recorders));
-
-  const RunResult result = sim.run(stop.flag());  // returns at once if a signal came already
-
-  SummaryHeader header;
-  header.run_id = run_id.value();
-  header.db_path = config.db;
-  header.name = config.name;
-  header.policy = config.policy;
-  header.backend = counts_steps ? "unit" : config.backend;
-  header.hardware = hardware;
-  header.model = model;
-  header.workload = trace.value();
-  header.mirrors = policy_release(info.config_toml);
-  switch (result.outcome) {
-    case RunOutcome::kDone: header.status = "done"; break;
-    case RunOutcome::kInterrupted: header.status = "interrupted"; break;
-    case RunOutcome::kFailed: header.status = "failed"; break;
-  }
-  print_summary(out, header, metrics.compute());
-  if (batch_log && !batch_log->write_error().empty()) {
-    err << "sim: writing batch_items failed: " << batch_log->write_error() << "\n";
-  }
-  if (!writer.write_error().empty()) {
-    err << "sim: writing " << config.db << " failed: " << writer.write_error() << "\n";
+  print_summary(out, result.header, result.metrics);
+  if (!result.write_error.empty()) {
+    err << "sim: writing " << config.db << " failed: " << result.write_error << "\n";
     return kExitFailed;
   }
-  if (result.outcome == RunOutcome::kFailed) {
-    err << "sim: run " << run_id.value() << " failed: " << result.error << "\n";
+  if (result.status == "failed") {
+    err << "sim: run " << result.run_id << " failed: " << result.error << "\n";
     return result.bad_input ? kExitBadInput : kExitFailed;
   }
-  if (result.outcome == RunOutcome::kInterrupted) {
-    err << "sim: interrupted; run " << run_id.value() << " keeps what was logged (status interrupted)\n";
+  if (result.status == "interrupted") {
+    err << "sim: interrupted; run " << result.run_id << " keeps what was logged (status interrupted)\n";
     return kExitInterrupted;
   }
   return kExitOk;

@@ -7,6 +7,12 @@
 #include <string>
 #include <vector>
 
+#include <boost/program_options.hpp>
+#include <toml++/toml.h>
+
+#include "sim/config.h"
+#include "sim/result.h"
+
 namespace servesim {
 
 inline constexpr int kExitOk = 0;
@@ -17,10 +23,16 @@ inline constexpr int kExitInterrupted = 130;
 // Dispatches on the first argument. args excludes the program name.
 int sim_main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
-// `sim run`: one simulation into the database. (sim/run_command.cc)
+// `sim run`: one simulation into the database. (cli/run_command.cc)
 int run_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
-// Commands that read a logged run back (sim/run_commands.cc).
+// The options of `sim run`, which `sim sweep` and `sim search` take too.
+boost::program_options::options_description run_options();
+// The configuration table those options describe: --config, then the flags, then --set.
+Result<toml::table> config_table_from_flags(const boost::program_options::variables_map& vm);
+Result<RunConfig> config_from_flags(const boost::program_options::variables_map& vm);
+
+// Commands that read a logged run back (cli/run_commands.cc).
 int report_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 int validate_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 int calibrate_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);

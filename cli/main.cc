@@ -12,7 +12,7 @@
 #include "backends/probe.h"
 #include "backends/registry.h"
 #include "policies/registry.h"
-#include "sim/cli.h"
+#include "cli/cli.h"
 #include "sim/presets.h"
 
 namespace servesim {

@@ -10,7 +10,7 @@
 #include "analysis/calibrate.h"
 #include "analysis/report.h"
 #include "analysis/validate.h"
-#include "sim/cli.h"
+#include "cli/cli.h"
 #include "sim/presets.h"
 
 namespace servesim {

@@ -1,0 +1,234 @@
+#include "runner/run.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ostream>
+
+#include "analysis/batch_log.h"
+#include "analysis/db_recorder.h"
+#include "backends/registry.h"
+#include "policies/registry.h"
+#include "sim/presets.h"
+#include "sim/simulator.h"
+
+namespace servesim {
+namespace {
+
+std::string cache_key(const std::string& path, std::optional<uint64_t> seed, const LoadControls& l) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "|%d:%llu|%.17g|%.17g|%.17g|%lld", seed.has_value() ? 1 : 0,
+                static_cast<unsigned long long>(seed.value_or(0)), l.request_rate, l.burstiness,
+                l.time_scale, static_cast<long long>(l.num_prompts));
+  return path + buf;
+}
+
+LoadControls load_controls(const RunConfig& c) {
+  LoadControls l;
+  l.request_rate = c.request_rate;
+  l.burstiness = c.burstiness;
+  l.time_scale = c.time_scale;
+  l.num_prompts = c.num_prompts;
+  return l;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<const Workload>> WorkloadCache::get(const std::string& path,
+                                                           std::optional<uint64_t> seed,
+                                                           const LoadControls& load) {
+  const std::string key = cache_key(path, seed, load);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (auto it = loaded_.find(key); it != loaded_.end()) return it->second;
+  }
+  // Loaded outside the lock (two threads may load the same file once each; the first stored wins).
+  Result<Workload> w = load_workload(path, seed, load);
+  if (!w.ok()) return w.error();
+  auto shared = std::make_shared<const Workload>(std::move(w).value());
+  std::lock_guard<std::mutex> lock(mutex_);
+  return loaded_.emplace(key, std::move(shared)).first->second;
+}
+
+std::optional<double> RunOutput::metric(std::string_view name) const {
+  for (const Metric& m : metrics) {
+    if (m.name == name) return m.value;
+  }
+  return std::nullopt;
+}
+
+Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironment& env) {
+  if (config.trace.empty()) {
+    return Error{"no workload: give --trace FILE (e.g. --trace pareto.toml). Try 'sim --help'."};
+  }
+  // 1. Everything the configuration names.
+  Result<std::string> trace = resolve_preset(config.trace, PresetKind::kWorkload, "--trace");
+  if (!trace.ok()) return trace.error();
+  std::string hardware = config.hardware, model = config.model;
+  if (!hardware.empty()) {
+    Result<std::string> p = resolve_preset(hardware, PresetKind::kHardware, "--hardware");
+    if (!p.ok()) return p.error();
+    hardware = p.value();
+  }
+  if (!model.empty()) {
+    Result<std::string> p = resolve_preset(model, PresetKind::kModel, "--model");
+    if (!p.ok()) return p.error();
+    model = p.value();
+  }
+  Result<const PolicyInfo*> policy_info = find_policy(config.policy);
+  if (!policy_info.ok()) return Error{"--policy: " + policy_info.error().message};
+  Result<const BackendInfo*> backend_info = find_backend(config.backend);
+  if (!backend_info.ok()) return Error{"--backend: " + backend_info.error().message};
+  std::vector<std::unique_ptr<Policy>> policies;
+  std::vector<std::unique_ptr<Backend>> backends;
+  BackendSetup setup;
+  setup.hardware = hardware;
+  setup.model = model;
+  setup.tp = config.tp;
+  setup.gpu_memory_utilization = config.gpu_memory_utilization;
+  setup.dtype = config.dtype;
+  setup.kv_dtype = config.kv_dtype;
+  setup.block_size = config.block_size;
+  setup.max_num_seqs = config.max_num_seqs;
+  setup.max_num_batched_tokens = config.max_num_batched_tokens;
+  setup.kv_blocks = config.kv_blocks;
+  setup.weights = config.engine_weights;
+  setup.seed = config.seed.value_or(0);
+  for (int32_t i = 0; i < config.replicas; ++i) {
+    Result<std::unique_ptr<Policy>> p = policy_info.value()->make(config.policy_options);
+    if (!p.ok()) return p.error();
+    policies.push_back(std::move(p.value()));
+    Result<std::unique_ptr<Backend>> b = backend_info.value()->make(setup);
+    if (!b.ok()) return b.error();
+    backends.push_back(std::move(b.value()));
+  }
+  std::shared_ptr<const Workload> workload;
+  const LoadControls load = load_controls(config);
+  if (env.workloads != nullptr) {
+    auto w = env.workloads->get(trace.value(), config.seed, load);
+    if (!w.ok()) return w.error();
+    workload = std::move(w).value();
+  } else {
+    Result<Workload> w = load_workload(trace.value(), config.seed, load);
+    if (!w.ok()) return w.error();
+    workload = std::make_shared<const Workload>(std::move(w).value());
+  }
+  if (workload->requests.empty()) return Error{trace.value() + ": the workload has no requests"};
+  const Backend& first = *backends.front();
+  // The files the backend actually uses (its defaults included), for the record.
+  if (!first.hardware_path().empty()) hardware = first.hardware_path();
+  if (!first.model_path().empty()) model = first.model_path();
+
+  // 2. The database and the run's row: from here on the run is recorded, whatever happens.
+  std::unique_ptr<Database> own_db;
+  Database* db = env.db;
+  if (db == nullptr) {
+    Result<std::unique_ptr<Database>> opened = Database::open(config.db);
+    if (!opened.ok()) return opened.error();
+    own_db = std::move(opened).value();
+    db = own_db.get();
+  }
+  RunInfo info;
+  info.name = config.name;
+  info.policy = config.policy;
+  info.backend = config.backend;
+  info.hardware = hardware;
+  info.model = model;
+  info.workload = trace.value();
+  info.config_toml = config_to_toml(config, policies.front()->options());
+  info.seed = workload->seed;
+  info.version = SERVESIM_VERSION;
+  info.host = this_host();
+  info.pid = static_cast<int64_t>(::getpid());
+  info.replicas = config.replicas;
+  info.tp = config.tp;
+  info.sweep_id = env.sweep_id;
+  if (env.stop != nullptr && env.stop->load()) {  // a signal while loading: nothing is recorded
+    RunOutput out;
+    out.status = "interrupted";
+    out.error = "interrupted before the run started; nothing was written to " + db->path();
+    return out;
+  }
+  Result<int64_t> run_id = db->begin_run(info);
+  if (!run_id.ok()) return run_id.error();
+
+  const bool counts_steps = first.counts_steps();
+  SimOptions options;
+  options.replicas = config.replicas;
+  options.limits = {config.max_num_seqs, config.max_num_batched_tokens};
+  options.block_size = config.block_size;
+  options.kv_blocks = config.kv_blocks;
+  options.default_max_tokens = config.max_tokens;
+  options.max_model_len = first.max_model_len();
+  options.prefix_caching = policy_info.value()->prefix_caching;
+  options.max_concurrency = config.max_concurrency;
+  MetricsOptions mo;
+  mo.max_num_seqs = config.max_num_seqs;
+  mo.replicas = config.replicas;
+  mo.tp = counts_steps ? 1 : config.tp;
+  mo.slo_ttft = config.slo_ttft;
+  mo.slo_tpot = config.slo_tpot;
+  mo.slo_e2el = config.slo_e2el;
+  mo.price_per_gpu_hour = config.price_per_hour_usd >= 0 ? config.price_per_hour_usd
+                                                          : first.gpu_price_per_hour();
+  mo.kv_blocks = config.kv_blocks >= 0 ? config.kv_blocks : first.kv_blocks(config.block_size);
+  mo.block_size = config.block_size;
+  mo.kv_bytes_per_token = first.kv_bytes_per_block() / config.block_size;
+  MetricsAccumulator metrics(mo);
+  DbRecorder writer(*db, run_id.value(), metrics, parse_log_level(config.log));
+  // A measuring backend also logs every batch's items, for `sim validate --hardware` and
+  // `sim calibrate`; declared after the writer so that its rows land in the writer's transaction.
+  std::optional<BatchLog> batch_log;
+  if (config.backend == "cpu" || config.backend == "cuda") batch_log.emplace(*db, run_id.value());
+  std::vector<Recorder*> recorders = {&metrics};
+  if (batch_log) recorders.push_back(&*batch_log);
+  recorders.push_back(&writer);
+  if (counts_steps && env.notes != nullptr &&
+      (!hardware.empty() || !model.empty() || config.tp != 1 ||
+       config.gpu_memory_utilization != RunConfig{}.gpu_memory_utilization)) {
+    *env.notes << "sim: note: the " << config.backend
+               << " backend ignores --hardware, --model, --tp and --gpu-memory-utilization "
+                  "(they are recorded with the run)\n";
+  }
+  const auto started = std::chrono::steady_clock::now();
+  RunResult result;
+  {
+    Simulator sim(workload->requests, options, std::move(policies), std::move(backends),
+                  std::move(recorders));
+    result = sim.run(env.stop);  // returns at once if a signal came already
+  }
+
+  RunOutput out;
+  out.run_id = run_id.value();
+  out.db_path = db->path();
+  out.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  switch (result.outcome) {
+    case RunOutcome::kDone: out.status = "done"; break;
+    case RunOutcome::kInterrupted: out.status = "interrupted"; break;
+    case RunOutcome::kFailed: out.status = "failed"; break;
+  }
+  out.error = result.error;
+  out.bad_input = result.bad_input;
+  out.metrics = writer.final_metrics();
+  if (batch_log && !batch_log->write_error().empty()) {
+    out.write_error = "writing batch_items failed: " + batch_log->write_error();
+  }
+  if (!writer.write_error().empty()) out.write_error = writer.write_error();
+  SummaryHeader& header = out.header;
+  header.run_id = run_id.value();
+  header.db_path = db->path();
+  header.name = config.name;
+  header.policy = config.policy;
+  header.backend = counts_steps ? "unit" : config.backend;
+  header.hardware = hardware;
+  header.model = model;
+  header.workload = trace.value();
+  header.mirrors = policy_release(info.config_toml);
+  header.status = out.status;
+  header.replicas = config.replicas;
+  header.tp = config.tp;
+  return out;
+}
+
+}  // namespace servesim
