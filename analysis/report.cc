@@ -290,6 +290,10 @@ Status print_report(const std::string& db_path, std::optional<int64_t> run_id, R
       header.model = text_of(r.row, "model");
       header.workload = text_of(r.row, "workload");
       header.mirrors = policy_release(text_of(r.row, "config"));
+      for (auto [key, field] : {std::pair<const char*, int32_t*>{"replicas", &header.replicas},
+                                {"tp", &header.tp}}) {
+        if (r.row.contains(key) && r.row[key].is_number_integer()) *field = r.row[key].get<int32_t>();
+      }
       print_summary(out, header, r.metrics);
       if (const std::string error = text_of(r.row, "error"); !error.empty()) {
         out << "Error: " << error << '\n';

@@ -32,6 +32,9 @@ boost::program_options::options_description run_options();
 Result<toml::table> config_table_from_flags(const boost::program_options::variables_map& vm);
 Result<RunConfig> config_from_flags(const boost::program_options::variables_map& vm);
 
+// `sim sweep` (cli/sweep_command.cc).
+int sweep_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
 // Commands that read a logged run back (cli/run_commands.cc).
 int report_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 int validate_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);

@@ -23,7 +23,8 @@ void print_overview(std::ostream& out) {
   out << "servesim " << SERVESIM_VERSION << ": a discrete-event simulator of LLM inference serving.\n\n"
          "Usage:\n"
          "  sim [run] --trace FILE [--policy NAME] [options]   simulate a workload into sim.db\n"
-         "  sim report [--db FILE] [--run ID] [--format text|json|csv]\n"
+         "  sim sweep [SWEEP.toml] --grid KEY=V1,V2 ... [run options]   a grid of runs, in parallel\n"
+         "  sim report [--db FILE] [--run ID | --sweep [ID]] [--format text|json|csv]\n"
          "  sim list policies|backends|hardware|models\n"
          "  sim validate [--db FILE] [--run ID] [--hardware FILE]   prediction error of a measured run\n"
          "  sim calibrate [--db FILE] [--run ID] --out FILE         fit a hardware file to it\n"
@@ -140,13 +141,14 @@ int sim_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
   }
   if (first == "run") return run_command(rest, out, err);
   if (first == "report") return report_command(rest, out, err);
+  if (first == "sweep") return sweep_command(rest, out, err);
   if (first == "list") return list_command(rest, out, err);
   if (first == "validate") return validate_command(rest, out, err);
   if (first == "probe") return probe_command(rest, out, err);
   if (first == "calibrate") return calibrate_command(rest, out, err);
   if (!first.empty() && first[0] != '-') {
     err << "sim: unknown command '" << first
-        << "' (commands: run, report, list, validate, calibrate, probe). Try 'sim --help'.\n";
+        << "' (commands: run, sweep, report, list, validate, calibrate, probe). Try 'sim --help'.\n";
     return kExitBadInput;
   }
   return run_command(args, out, err);

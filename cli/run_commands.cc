@@ -9,6 +9,7 @@
 
 #include "analysis/calibrate.h"
 #include "analysis/report.h"
+#include "analysis/sweep_report.h"
 #include "analysis/validate.h"
 #include "cli/cli.h"
 #include "sim/presets.h"
@@ -22,7 +23,7 @@ struct Command {
   const char* usage;  // the usage line and what the command does
 };
 
-po::options_description run_options(const Command& c) {
+po::options_description read_options(const Command& c) {
   po::options_description o(std::string("Options of `sim ") + c.name + "`");
   o.add_options()("db", po::value<std::string>()->default_value("sim.db")->value_name("FILE"),
                   "database to read")(
@@ -65,15 +66,25 @@ int finish(const Command& c, const Status& s, std::ostream& err) {
 
 int report_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   const Command c{"report",
-                  "Usage: sim report [--db FILE] [--run ID] [--format text|json|csv]\n"
-                  "Prints a logged run's summary metrics.\n"};
-  po::options_description o = run_options(c);
+                  "Usage: sim report [--db FILE] [--run ID | --sweep [ID]] [--format text|json|csv]\n"
+                  "Prints a logged run's summary metrics, or a sweep's or search's table.\n"};
+  po::options_description o = read_options(c);
   o.add_options()("format", po::value<std::string>()->default_value("text")->value_name("FMT"),
-                  "text | json | csv");
+                  "text | json | csv")(
+      "sweep", po::value<int64_t>()->implicit_value(0)->value_name("ID"),
+      "a sweep's or search's table (default: the latest)");
   po::variables_map vm;
   if (auto done = parse(c, args, o, vm, out, err)) return *done;
   Result<ReportFormat> format = parse_report_format(vm["format"].as<std::string>());
   if (!format.ok()) return finish(c, Error{"--format: " + format.error().message}, err);
+  if (vm.count("sweep") != 0) {
+    if (vm.count("run") != 0) return finish(c, Error{"give --run or --sweep, not both"}, err);
+    const int64_t id = vm["sweep"].as<int64_t>();
+    return finish(c, print_sweep_report(vm["db"].as<std::string>(),
+                                        id > 0 ? std::optional<int64_t>(id) : std::nullopt,
+                                        format.value(), out),
+                  err);
+  }
   return finish(c, print_report(vm["db"].as<std::string>(), run_id(vm), format.value(), out), err);
 }
 
@@ -84,7 +95,7 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
                   "roofline's prediction per iteration, overall, by kind of iteration and by batch\n"
                   "size; stored as validate_* metrics of the run. With --hardware, the run's batches\n"
                   "are priced again with that file (e.g. one from sim calibrate).\n"};
-  po::options_description o = run_options(c);
+  po::options_description o = read_options(c);
   o.add_options()("hardware", po::value<std::string>()->value_name("NAME|FILE"),
                   "re-price the run's batches with this hardware file");
   po::variables_map vm;
@@ -104,7 +115,7 @@ int calibrate_command(const std::vector<std::string>& args, std::ostream& out, s
                   "Fits the hardware file's efficiencies and overhead to a measured run (--backend\n"
                   "cpu or cuda) by least squares and writes a new hardware file; `sim validate\n"
                   "--hardware FILE` then shows the error it leaves.\n"};
-  po::options_description o = run_options(c);
+  po::options_description o = read_options(c);
   o.add_options()("out", po::value<std::string>()->value_name("FILE"),
                   "the hardware file to write (required)");
   po::variables_map vm;

@@ -1,0 +1,181 @@
+#include "analysis/sweep_report.h"
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "analysis/database.h"
+#include "analysis/sweep_db.h"
+
+namespace servesim {
+namespace {
+
+struct Cell {
+  bool null = true;
+  bool number = false;
+  double value = 0;
+  std::string text;
+};
+
+Cell cell(sqlite3_stmt* s, int i) {
+  Cell c;
+  switch (sqlite3_column_type(s, i)) {
+    case SQLITE_NULL: break;
+    case SQLITE_INTEGER:
+    case SQLITE_FLOAT:
+      c.null = false;
+      c.number = true;
+      c.value = sqlite3_column_double(s, i);
+      break;
+    default:
+      c.null = false;
+      c.text = reinterpret_cast<const char*>(sqlite3_column_text(s, i));
+  }
+  return c;
+}
+
+std::string format_cell(const Cell& c, bool csv) {
+  if (c.null) return csv ? "" : "-";
+  if (!c.number) return c.text;
+  char buf[64];
+  if (c.value == std::floor(c.value) && std::abs(c.value) < 1e15) {
+    std::snprintf(buf, sizeof buf, "%.0f", c.value);
+  } else {
+    if (csv) {
+      std::snprintf(buf, sizeof buf, "%.17g", c.value);
+    } else {
+      std::snprintf(buf, sizeof buf, std::abs(c.value) >= 0.01 ? "%.2f" : "%.3g", c.value);
+    }
+  }
+  return buf;
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+}  // namespace
+
+const std::vector<std::string>& sweep_table_metrics() {
+  static const std::vector<std::string> names = {
+      "gpus", "completed", "rejected", "request_throughput", "output_throughput", "ttft_p99",
+      "tpot_p99", "e2el_p99", "request_goodput", "slo_attainment", "overloaded", "cost_per_hour",
+      "cost_per_million_output_tokens"};
+  return names;
+}
+
+Status print_sweep_report(const std::string& db_path, std::optional<int64_t> sweep_id,
+                          ReportFormat format, std::ostream& out) {
+  Result<std::unique_ptr<Database>> opened = Database::open_read_only(db_path);
+  if (!opened.ok()) return opened.error();
+  Database& db = *opened.value();
+  Result<StoredSweep> sweep = read_sweep(db, sweep_id);
+  if (!sweep.ok()) return sweep.error();
+  const StoredSweep& s = sweep.value();
+  std::vector<std::string> headers = {"point"};
+  std::string sql = "SELECT p.point";
+  for (const std::string& k : s.keys) {
+    headers.push_back(k);
+    sql += ", p." + quote_identifier(k);
+  }
+  headers.push_back("status");
+  headers.push_back("run");
+  sql += ", p.status, p.run_id";
+  for (const std::string& m : sweep_table_metrics()) {
+    headers.push_back(m);
+    sql += ", (SELECT value FROM metrics WHERE run_id = p.run_id AND name = '" + m + "')";
+  }
+  sql += ", p.error FROM sweep_points p WHERE p.sweep_id = ? ORDER BY p.point";
+  sqlite3_stmt* st = nullptr;
+  if (sqlite3_prepare_v2(db.handle(), sql.c_str(), -1, &st, nullptr) != SQLITE_OK) {
+    return Error{db.error_message()};
+  }
+  sqlite3_bind_int64(st, 1, s.id);
+  std::vector<std::vector<Cell>> rows;
+  std::vector<std::string> errors;
+  const int n = static_cast<int>(headers.size());
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    std::vector<Cell> row;
+    for (int i = 0; i < n; ++i) row.push_back(cell(st, i));
+    rows.push_back(std::move(row));
+    errors.push_back(cell(st, n).text);
+  }
+  sqlite3_finalize(st);
+  // Latencies read in milliseconds in the table, as the summary prints them.
+  auto is_ms = [](const std::string& h) { return h.rfind("ttft", 0) == 0 || h.rfind("tpot", 0) == 0 || h.rfind("e2el", 0) == 0; };
+
+  if (format == ReportFormat::kJson) {
+    nlohmann::json j;
+    j["sweep"] = {{"id", s.id}, {"name", s.name}, {"kind", s.kind}, {"status", s.status},
+                  {"keys", s.keys}, {"points", s.points}, {"answer", s.answer}};
+    j["rows"] = nlohmann::json::array();
+    for (size_t r = 0; r < rows.size(); ++r) {
+      nlohmann::json row;
+      for (int i = 0; i < n; ++i) {
+        const Cell& c = rows[r][static_cast<size_t>(i)];
+        if (c.null) row[headers[static_cast<size_t>(i)]] = nullptr;
+        else if (c.number) row[headers[static_cast<size_t>(i)]] = c.value;
+        else row[headers[static_cast<size_t>(i)]] = c.text;
+      }
+      if (!errors[r].empty()) row["error"] = errors[r];
+      j["rows"].push_back(row);
+    }
+    out << j.dump(2) << '\n';
+    return Ok{};
+  }
+  if (format == ReportFormat::kCsv) {
+    for (int i = 0; i < n; ++i) out << (i ? "," : "") << csv_field(headers[static_cast<size_t>(i)]);
+    out << ",error\n";
+    for (size_t r = 0; r < rows.size(); ++r) {
+      for (int i = 0; i < n; ++i) out << (i ? "," : "") << csv_field(format_cell(rows[r][static_cast<size_t>(i)], true));
+      out << "," << csv_field(errors[r]) << '\n';
+    }
+    return Ok{};
+  }
+  // Text: columns that are empty in every row are left out.
+  std::vector<int> shown;
+  for (int i = 0; i < n; ++i) {
+    bool any = i < 3 + static_cast<int>(s.keys.size());
+    for (const auto& row : rows) any = any || !row[static_cast<size_t>(i)].null;
+    if (any) shown.push_back(i);
+  }
+  std::vector<std::vector<std::string>> text(rows.size() + 1);
+  for (int i : shown) {
+    const std::string& h = headers[static_cast<size_t>(i)];
+    text[0].push_back(is_ms(h) ? h + "_ms" : h);
+  }
+  for (size_t r = 0; r < rows.size(); ++r) {
+    for (int i : shown) {
+      Cell c = rows[r][static_cast<size_t>(i)];
+      if (c.number && is_ms(headers[static_cast<size_t>(i)])) c.value *= 1000;
+      text[r + 1].push_back(format_cell(c, false));
+    }
+  }
+  std::vector<size_t> width(shown.size(), 0);
+  for (const auto& row : text) {
+    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  }
+  out << (s.kind == "search" ? "Search " : "Sweep ") << s.id << (s.name.empty() ? "" : " (" + s.name + ")")
+      << ": " << rows.size() << " of " << s.points << " points recorded, status " << s.status << "\n";
+  for (const auto& row : text) {
+    for (size_t i = 0; i < row.size(); ++i) {
+      const bool left = i > 0 && i <= s.keys.size() + 1 && !rows.empty();
+      std::string cellv = row[i];
+      const std::string pad(width[i] - cellv.size(), ' ');
+      out << (i ? "  " : "") << (left ? cellv + pad : pad + cellv);
+    }
+    out << '\n';
+  }
+  for (size_t r = 0; r < rows.size(); ++r) {
+    if (!errors[r].empty()) out << "point " << format_cell(rows[r][0], false) << ": " << errors[r] << '\n';
+  }
+  if (!s.answer.empty()) out << "Answer: " << s.answer << '\n';
+  return Ok{};
+}
+
+}  // namespace servesim

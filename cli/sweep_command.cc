@@ -1,0 +1,174 @@
+// `sim sweep`: a grid of configurations, run in parallel into one database (runner/sweep.h).
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <thread>
+
+#include <boost/program_options.hpp>
+
+#include "analysis/sweep_db.h"
+#include "analysis/sweep_report.h"
+#include "cli/cli.h"
+#include "runner/sweep.h"
+#include "sim/stop_signals.h"
+
+namespace servesim {
+namespace po = boost::program_options;
+
+namespace {
+
+void print_sweep_help(std::ostream& out, const po::options_description& sweep) {
+  out << "Usage: sim sweep [SWEEP.toml] [--grid KEY=V1,V2,...]... [run options] [-j N]\n"
+         "       sim sweep --resume ID [--db FILE] [-j N]\n"
+         "Runs every point of a grid over configuration keys (any key of `sim run --help`, in\n"
+         "brackets there: replicas, tp, hardware, request_rate, policy.name, ...) into one database,\n"
+         "in parallel, and prints the table. The run options give the values every point shares.\n"
+         "A point that cannot run is recorded as failed with its reason, and the sweep goes on.\n\n"
+      << sweep
+      << "\nExamples:\n"
+         "  sim sweep --trace pareto.toml --grid replicas=1,2,4 --grid request_rate=4,8,16\n"
+         "  sim sweep plan.toml -j 2 --db plan.db\n"
+         "  sim report --sweep --db plan.db --format csv\n"
+         "  sim sweep --shard 0/4 plan.toml --db part0.db    # then: sim merge part*.db --into all.db\n";
+}
+
+// Sets every value of `over` into `base`, descending into tables.
+void merge_into(toml::table& base, const toml::table& over) {
+  for (const auto& [k, v] : over) {
+    if (const toml::table* t = v.as_table(); t != nullptr && base.get_as<toml::table>(k.str())) {
+      merge_into(*base.get_as<toml::table>(k.str()), *t);
+      continue;
+    }
+    v.visit([&](const auto& x) { base.insert_or_assign(k.str(), x); });
+  }
+}
+
+Result<std::pair<int64_t, int64_t>> parse_shard(const std::string& s) {
+  const size_t slash = s.find('/');
+  char* end = nullptr;
+  if (slash != std::string::npos) {
+    const long long i = std::strtoll(s.c_str(), &end, 10);
+    if (end == s.c_str() + slash) {
+      const long long n = std::strtoll(s.c_str() + slash + 1, &end, 10);
+      if (*end == '\0' && slash + 1 < s.size() && n >= 1 && i >= 0 && i < n) return std::pair<int64_t, int64_t>(i, n);
+    }
+  }
+  return Error{"--shard '" + s + "': expected I/N with 0 <= I < N, e.g. --shard 0/4 (Slurm: $SLURM_ARRAY_TASK_ID/N)"};
+}
+
+}  // namespace
+
+int sweep_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  po::options_description sweep("Options of `sim sweep`");
+  // clang-format off
+  sweep.add_options()
+    ("file", po::value<std::string>()->value_name("SWEEP.toml"), "a sweep file: name, log, [fixed] and [grid] (positional)")
+    ("grid", po::value<std::vector<std::string>>()->value_name("KEY=V1,V2")->composing(),
+     "a key and its values; repeatable (the last key varies fastest)")
+    ("jobs,j", po::value<int>()->value_name("N"), "points run at once (default: the cores)")
+    ("resume", po::value<int64_t>()->value_name("ID"), "rerun the points of sweep ID that are not done (an interrupted sweep)")
+    ("shard", po::value<std::string>()->value_name("I/N"), "run only the points p with p % N == I (for array jobs)");
+  // clang-format on
+  po::options_description all;
+  all.add(sweep).add(run_options());
+  po::positional_options_description positional;
+  positional.add("file", 1);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    err << "sim sweep: " << e.what() << "\nTry 'sim sweep --help'.\n";
+    return kExitBadInput;
+  }
+  if (vm.count("help") != 0) {
+    print_sweep_help(out, all);
+    return kExitOk;
+  }
+  auto bad = [&](const std::string& message) {
+    err << "sim sweep: " << message << "\n";
+    return kExitBadInput;
+  };
+  const StopSignals stop;
+  SweepOptions options;
+  options.jobs = vm.count("jobs") ? vm["jobs"].as<int>() : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (options.jobs < 1 || options.jobs > 1024) return bad("--jobs: expected 1 to 1024, got " + std::to_string(options.jobs));
+  options.stop = stop.flag();
+  if (vm.count("shard")) {
+    auto shard = parse_shard(vm["shard"].as<std::string>());
+    if (!shard.ok()) return bad(shard.error().message);
+    options.shard = shard.value();
+  }
+
+  SweepSpec spec;
+  if (vm.count("resume")) {
+    if (vm.count("grid") || vm.count("file")) return bad("--resume reruns a stored sweep; it takes no grid or sweep file");
+    const std::string db_path = vm.count("db") ? vm["db"].as<std::string>() : RunConfig{}.db;
+    auto db = Database::open_read_only(db_path);
+    if (!db.ok()) return bad(db.error().message);
+    auto stored = read_sweep(*db.value(), vm["resume"].as<int64_t>());
+    if (!stored.ok()) return bad(stored.error().message);
+    auto parsed = parse_sweep_spec(stored.value().spec, db_path + ": sweep " + std::to_string(stored.value().id));
+    if (!parsed.ok()) return bad(parsed.error().message);
+    spec = std::move(parsed).value();
+    options.resume_id = stored.value().id;
+    options.kind = stored.value().kind;
+  } else {
+    if (vm.count("file")) {
+      auto loaded = load_sweep_file(vm["file"].as<std::string>());
+      if (!loaded.ok()) return bad(loaded.error().message);
+      spec = std::move(loaded).value();
+    }
+    Result<toml::table> flags = config_table_from_flags(vm);
+    if (!flags.ok()) return bad(flags.error().message);
+    merge_into(spec.fixed, flags.value());
+    // --name names the sweep; its points are named after it and their values.
+    if (const auto* name = spec.fixed.get_as<std::string>("name")) {
+      spec.name = name->get();
+      spec.fixed.erase("name");
+    }
+    if (vm.count("grid")) {
+      for (const std::string& token : vm["grid"].as<std::vector<std::string>>()) {
+        auto axis = parse_grid_flag(token);
+        if (!axis.ok()) return bad(axis.error().message);
+        set_axis(spec, std::move(axis).value());
+      }
+    }
+  }
+  if (Status s = check_sweep(spec); !s.ok()) return bad(s.error().message);
+
+  const bool tty = ::isatty(STDERR_FILENO) == 1;
+  const auto started = std::chrono::steady_clock::now();
+  options.on_point = [&](const PointOutcome& o, int64_t done, int64_t total) {
+    if (tty) {
+      err << "\r[" << done << "/" << total << "] point " << o.point << " " << o.status << "   " << std::flush;
+    }
+  };
+  Result<SweepResult> ran = run_sweep(spec, options);
+  if (tty) err << "\r" << std::string(60, ' ') << "\r";
+  if (!ran.ok()) return bad(ran.error().message);
+  const SweepResult& r = ran.value();
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (Status s = print_sweep_report(r.db_path, r.sweep_id, ReportFormat::kText, out); !s.ok()) {
+    return bad(s.error().message);
+  }
+  int64_t done = 0, failed = 0, interrupted = 0;
+  for (const PointOutcome& o : r.points) {
+    (o.status == "done" ? done : o.status == "interrupted" ? interrupted : failed) += 1;
+  }
+  char line[256];
+  std::snprintf(line, sizeof line, "%zu points run in %.2f s with %d jobs: %lld done, %lld failed, %lld interrupted",
+                r.points.size(), wall, options.jobs, static_cast<long long>(done),
+                static_cast<long long>(failed), static_cast<long long>(interrupted));
+  out << line << (r.skipped ? "; " + std::to_string(r.skipped) + " skipped (done already, or other shards)" : "")
+      << ". Sweep " << r.sweep_id << " in " << r.db_path << "\n";
+  if (r.interrupted) {
+    err << "sim sweep: interrupted; finish it with: sim sweep --resume " << r.sweep_id << " --db " << r.db_path << "\n";
+    return kExitInterrupted;
+  }
+  return kExitOk;
+}
+
+}  // namespace servesim

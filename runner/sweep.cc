@@ -1,0 +1,397 @@
+#include "runner/sweep.h"
+
+#include <algorithm>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "analysis/sweep_db.h"
+#include "policies/registry.h"
+#include "sim/config.h"
+#include "sim/presets.h"
+#include "sim/toml_fields.h"
+
+namespace servesim {
+namespace {
+
+// A value as the user wrote it, for messages and describe().
+std::string value_text(const toml::node& n) {
+  if (const auto* s = n.as_string()) return s->get();
+  return describe_value(n);
+}
+
+// `text` as a TOML value when it is one, else as a string.
+toml::array value_from_text(const std::string& text) {
+  toml::array out;
+  try {
+    toml::table parsed = toml::parse("v = " + text);
+    if (parsed.size() == 1 && parsed.contains("v") && !parsed.get("v")->is_table() &&
+        !parsed.get("v")->is_array()) {
+      parsed.get("v")->visit([&](const auto& v) { out.push_back(v); });
+      return out;
+    }
+  } catch (const toml::parse_error&) {
+  }
+  out.push_back(text);
+  return out;
+}
+
+// Flattens [grid] into axes with dotted keys.
+Status read_grid(const toml::table& grid, const std::string& prefix, const std::string& path,
+                 std::vector<SweepAxis>& axes) {
+  for (const auto& [k, v] : grid) {
+    const std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
+    if (const toml::table* t = v.as_table()) {
+      if (Status s = read_grid(*t, key, path, axes); !s.ok()) return s;
+      continue;
+    }
+    const toml::array* a = v.as_array();
+    if (a == nullptr) {
+      return error_at(path, v.source().begin, "grid." + key,
+                      "expected a list of values, e.g. [1, 2, 4], got " + describe_value(v));
+    }
+    if (a->empty()) return error_at(path, v.source().begin, "grid." + key, "empty list: give at least one value");
+    SweepAxis axis{key, {}};
+    for (const toml::node& x : *a) {
+      if (x.is_table() || x.is_array()) {
+        return error_at(path, x.source().begin, "grid." + key, "each value must be a number, string or boolean");
+      }
+      x.visit([&](const auto& val) { axis.values.push_back(val); });
+    }
+    axes.push_back(std::move(axis));
+  }
+  return Ok{};
+}
+
+Result<SweepSpec> spec_from_table(const toml::table& root, const std::string& path) {
+  SweepSpec spec;
+  const TableFields f(root, path, "");
+  if (Status s = f.check_known({"name", "log", "fixed", "grid"}); !s.ok()) return s.error();
+  if (const toml::node* n = root.get("name")) {
+    if (!n->is_string()) return f.expected("name", "a string");
+    spec.name = n->as_string()->get();
+  }
+  if (const toml::node* n = root.get("log")) {
+    const auto* s = n->as_string();
+    if (s == nullptr || (s->get() != "summary" && s->get() != "requests" && s->get() != "iterations")) {
+      return f.expected("log", "\"summary\", \"requests\" or \"iterations\"");
+    }
+    spec.log = s->get();
+  }
+  if (const toml::node* n = root.get("fixed")) {
+    if (!n->is_table()) return f.expected("fixed", "a table of run configuration keys");
+    spec.fixed = *n->as_table();
+  }
+  if (const toml::node* n = root.get("grid")) {
+    if (!n->is_table()) return f.expected("grid", "a table of lists");
+    if (Status s = read_grid(*n->as_table(), "", path, spec.grid); !s.ok()) return s.error();
+  }
+  return spec;
+}
+
+void set_node(toml::table& table, const std::string& key, const toml::node& value) {
+  value.visit([&](const auto& v) {
+    toml::table holder;
+    holder.insert("v", v);
+    (void)set_path(table, key, std::move(*holder.get("v")));
+  });
+}
+
+}  // namespace
+
+int64_t SweepSpec::num_points() const {
+  int64_t n = 1;
+  for (const SweepAxis& a : grid) {
+    const auto k = static_cast<int64_t>(a.values.size());
+    if (n > kMaxSweepPoints * 10 / std::max<int64_t>(k, 1)) return kMaxSweepPoints * 10;  // saturate
+    n *= k;
+  }
+  return n;
+}
+
+std::vector<std::string> SweepSpec::keys() const {
+  std::vector<std::string> out;
+  for (const SweepAxis& a : grid) out.push_back(a.key);
+  return out;
+}
+
+std::vector<const toml::node*> SweepSpec::values(int64_t point) const {
+  std::vector<const toml::node*> out(grid.size());
+  for (size_t i = grid.size(); i-- > 0;) {
+    const auto k = static_cast<int64_t>(grid[i].values.size());
+    out[i] = grid[i].values.get(static_cast<size_t>(point % k));
+    point /= k;
+  }
+  return out;
+}
+
+std::string SweepSpec::describe(int64_t point) const {
+  std::string out;
+  const std::vector<const toml::node*> v = values(point);
+  for (size_t i = 0; i < grid.size(); ++i) {
+    out += (i ? " " : "") + grid[i].key + "=" + value_text(*v[i]);
+  }
+  return out;
+}
+
+toml::table SweepSpec::point_table(int64_t point) const {
+  toml::table t = fixed;
+  const std::vector<const toml::node*> v = values(point);
+  for (size_t i = 0; i < grid.size(); ++i) set_node(t, grid[i].key, *v[i]);
+  if (!t.contains("log")) t.insert("log", log);
+  if (!t.contains("name")) {
+    t.insert("name", (name.empty() ? std::string("sweep") : name) + " [" + describe(point) + "]");
+  }
+  return t;
+}
+
+std::string SweepSpec::to_toml() const {
+  toml::table t;
+  if (!name.empty()) t.insert("name", name);
+  t.insert("log", log);
+  t.insert("fixed", fixed);
+  toml::table g;
+  for (const SweepAxis& a : grid) g.insert(a.key, a.values);  // dotted keys stay quoted
+  t.insert("grid", std::move(g));
+  std::ostringstream out;
+  out << toml::toml_formatter(t);
+  return out.str();
+}
+
+Result<SweepSpec> load_sweep_file(const std::string& path) {
+  Result<std::string> text = read_text_file(path);
+  if (!text.ok()) return text.error();
+  Result<toml::table> parsed = parse_toml(text.value(), path);
+  if (!parsed.ok()) return parsed.error();
+  return spec_from_table(parsed.value(), path);
+}
+
+Result<SweepSpec> parse_sweep_spec(const std::string& text, const std::string& where) {
+  Result<toml::table> parsed = parse_toml(text, where);
+  if (!parsed.ok()) return parsed.error();
+  // Stored keys are flat and dotted: read them as they are.
+  SweepSpec spec;
+  const toml::table& root = parsed.value();
+  if (const auto* n = root.get_as<std::string>("name")) spec.name = n->get();
+  if (const auto* n = root.get_as<std::string>("log")) spec.log = n->get();
+  if (const auto* f = root.get_as<toml::table>("fixed")) spec.fixed = *f;
+  if (const auto* g = root.get_as<toml::table>("grid")) {
+    for (const auto& [k, v] : *g) {
+      if (const toml::array* a = v.as_array()) spec.grid.push_back({std::string(k.str()), *a});
+    }
+  }
+  return spec;
+}
+
+Result<SweepAxis> parse_grid_flag(const std::string& token) {
+  const size_t eq = token.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    return Error{"--grid '" + token + "': expected KEY=V1,V2,..., e.g. --grid replicas=1,2,4"};
+  }
+  SweepAxis axis{token.substr(0, eq), {}};
+  const std::string list = token.substr(eq + 1);
+  if (list.empty()) return Error{"--grid '" + token + "': empty list of values"};
+  size_t start = 0;
+  while (true) {
+    const size_t comma = list.find(',', start);
+    const std::string item = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (item.empty()) return Error{"--grid '" + token + "': an empty value in the list"};
+    toml::array v = value_from_text(item);
+    v.for_each([&](const auto& x) { axis.values.push_back(x); });
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return axis;
+}
+
+void set_axis(SweepSpec& spec, SweepAxis axis) {
+  for (SweepAxis& a : spec.grid) {
+    if (a.key == axis.key) {
+      a = std::move(axis);
+      return;
+    }
+  }
+  spec.grid.push_back(std::move(axis));
+}
+
+std::string sweep_db_path(const SweepSpec& spec) {
+  if (const auto* db = spec.fixed.get_as<std::string>("db")) return db->get();
+  return RunConfig{}.db;
+}
+
+Status check_sweep(const SweepSpec& spec) {
+  if (spec.grid.empty()) {
+    return Error{"the sweep has no grid: give --grid KEY=V1,V2 (e.g. --grid replicas=1,2,4) or a [grid] table"};
+  }
+  for (const SweepAxis& a : spec.grid) {
+    if (a.key == "db") return Error{"grid key 'db': every point of a sweep writes to one database"};
+    if (a.values.empty()) return Error{"grid key '" + a.key + "': empty list of values"};
+  }
+  const int64_t n = spec.num_points();
+  if (n > kMaxSweepPoints) {
+    return Error{"the grid has " + (n >= kMaxSweepPoints * 10 ? "over 10^7" : std::to_string(n)) +
+                 " points; at most " + std::to_string(kMaxSweepPoints) + " run in one sweep"};
+  }
+  // Each distinct value of each key is checked once, in the first point that has it (a full check
+  // of every point would cost a million resolutions on a large grid).
+  std::vector<int64_t> probes = {0};
+  int64_t stride = 1;
+  for (size_t i = spec.grid.size(); i-- > 0;) {
+    const auto k = static_cast<int64_t>(spec.grid[i].values.size());
+    for (int64_t j = 1; j < k; ++j) probes.push_back(j * stride);
+    stride *= k;
+  }
+  for (const int64_t p : probes) {
+    const std::string prefix = "point " + std::to_string(p) + " (" + spec.describe(p) + "): ";
+    Result<RunConfig> config = resolve_config(spec.point_table(p));
+    if (!config.ok()) return Error{prefix + config.error().message};
+    const RunConfig& c = config.value();
+    if (c.trace.empty()) return Error{"no workload: give --trace FILE or trace in [fixed]"};
+    Result<const PolicyInfo*> policy = find_policy(c.policy);
+    if (!policy.ok()) return Error{prefix + "policy.name: " + policy.error().message};
+    if (auto made = policy.value()->make(c.policy_options); !made.ok()) {
+      return Error{prefix + made.error().message};
+    }
+    const std::pair<const std::string*, PresetKind> names[] = {
+        {&c.trace, PresetKind::kWorkload}, {&c.hardware, PresetKind::kHardware}, {&c.model, PresetKind::kModel}};
+    for (const auto& [value, kind] : names) {
+      if (value->empty()) continue;
+      if (auto r = resolve_preset(*value, kind, kind == PresetKind::kWorkload ? "trace"
+                                               : kind == PresetKind::kHardware ? "hardware" : "model");
+          !r.ok()) {
+        return Error{prefix + r.error().message};
+      }
+    }
+  }
+  return Ok{};
+}
+
+std::vector<PointOutcome> run_points(const std::vector<toml::table>& tables,
+                                     const std::vector<int64_t>& point_ids,
+                                     const std::vector<std::vector<const toml::node*>>& values,
+                                     const std::vector<std::string>& keys, int64_t sweep_id,
+                                     const std::string& db_path, int jobs, WorkloadCache& cache,
+                                     const std::atomic<bool>* stop,
+                                     const std::function<void(const PointOutcome&)>& on_point) {
+  std::vector<PointOutcome> out(tables.size());
+  std::atomic<size_t> next{0};
+  std::mutex mutex;
+  auto worker = [&] {
+    std::unique_ptr<Database> db;
+    std::string db_error;
+    if (auto opened = Database::open(db_path); opened.ok()) {
+      db = std::move(opened).value();
+    } else {
+      db_error = opened.error().message;
+    }
+    while (true) {
+      const size_t i = next.fetch_add(1);
+      if (i >= tables.size()) break;
+      PointOutcome& o = out[i];
+      o.point = point_ids[i];
+      if (stop != nullptr && stop->load()) {
+        o.status = "interrupted";
+        o.error = "interrupted before it started";
+        continue;
+      }
+      if (!db) {
+        o.status = "failed";
+        o.error = db_error;
+      } else if (Result<RunConfig> config = resolve_config(tables[i]); !config.ok()) {
+        o.status = "failed";
+        o.error = config.error().message;
+      } else {
+        RunEnvironment env;
+        env.db = db.get();
+        env.sweep_id = sweep_id;
+        env.workloads = &cache;
+        env.stop = stop;
+        Result<RunOutput> ran = run_configuration(config.value(), env);
+        if (!ran.ok()) {
+          o.status = "failed";
+          o.error = ran.error().message;
+        } else {
+          o.run_id = ran.value().run_id;
+          o.status = ran.value().run_id == 0 ? "interrupted" : ran.value().status;
+          o.error = ran.value().write_error.empty() ? ran.value().error : ran.value().write_error;
+          o.metrics = std::move(ran.value().metrics);
+        }
+      }
+      if (db) {
+        PointRow row{o.point, o.run_id, o.status, o.error, values[i]};
+        if (Status s = record_point(*db, sweep_id, keys, row); !s.ok() && o.error.empty()) {
+          o.error = "recording the point: " + s.error().message;
+        }
+      }
+      if (on_point) {
+        std::lock_guard<std::mutex> lock(mutex);
+        on_point(o);
+      }
+    }
+  };
+  const int n = std::max(1, std::min<int>(jobs, static_cast<int>(tables.size())));
+  std::vector<std::thread> threads;
+  for (int t = 1; t < n; ++t) threads.emplace_back(worker);
+  worker();
+  for (std::thread& t : threads) t.join();
+  return out;
+}
+
+Result<SweepResult> run_sweep(const SweepSpec& spec, const SweepOptions& options) {
+  SweepResult result;
+  result.db_path = sweep_db_path(spec);
+  Result<std::unique_ptr<Database>> opened = Database::open(result.db_path);
+  if (!opened.ok()) return opened.error();
+  Database& db = *opened.value();
+  const std::vector<std::string> keys = spec.keys();
+  const int64_t total = spec.num_points();
+  std::vector<int64_t> settled;  // points not to run again
+  if (options.resume_id > 0) {
+    result.sweep_id = options.resume_id;
+    if (Status s = add_point_columns(db, keys); !s.ok()) return s.error();
+    // Done points stay; so do points that could not start (their configuration cannot change).
+    Result<std::vector<int64_t>> done = points_with_status(db, options.resume_id, {"done"});
+    if (!done.ok()) return done.error();
+    settled = std::move(done).value();
+    Result<std::vector<int64_t>> failed = points_with_status(db, options.resume_id, {"failed"});
+    if (!failed.ok()) return failed.error();
+    settled.insert(settled.end(), failed.value().begin(), failed.value().end());
+    std::sort(settled.begin(), settled.end());
+    if (Status s = end_sweep(db, result.sweep_id, "running", ""); !s.ok()) return s.error();
+  } else {
+    SweepInfo info{spec.name, options.kind, spec.to_toml(), keys, total};
+    Result<int64_t> id = begin_sweep(db, info);
+    if (!id.ok()) return id.error();
+    result.sweep_id = id.value();
+  }
+  std::vector<toml::table> tables;
+  std::vector<int64_t> ids;
+  std::vector<std::vector<const toml::node*>> values;
+  for (int64_t p = 0; p < total; ++p) {
+    if ((options.shard && p % options.shard->second != options.shard->first) ||
+        std::binary_search(settled.begin(), settled.end(), p)) {
+      ++result.skipped;
+      continue;
+    }
+    tables.push_back(spec.point_table(p));
+    ids.push_back(p);
+    values.push_back(spec.values(p));
+  }
+  WorkloadCache cache;
+  int64_t finished = 0;
+  const auto pending = static_cast<int64_t>(tables.size());
+  result.points = run_points(tables, ids, values, keys, result.sweep_id, result.db_path, options.jobs,
+                             cache, options.stop, [&](const PointOutcome& o) {
+                               ++finished;
+                               if (options.on_point) options.on_point(o, finished, pending);
+                             });
+  result.interrupted = options.stop != nullptr && options.stop->load();
+  // Points interrupted (before they started, or midway) are rerun by a resume.
+  if (Status s = end_sweep(db, result.sweep_id, result.interrupted ? "interrupted" : "done", "");
+      !s.ok()) {
+    return s.error();
+  }
+  return result;
+}
+
+}  // namespace servesim
