@@ -8,6 +8,7 @@
 
 #include <boost/program_options.hpp>
 
+#include "analysis/merge.h"
 #include "analysis/sweep_db.h"
 #include "analysis/sweep_report.h"
 #include "cli/cli.h"
@@ -113,6 +114,7 @@ int sweep_command(const std::vector<std::string>& args, std::ostream& out, std::
     auto parsed = parse_sweep_spec(stored.value().spec, db_path + ": sweep " + std::to_string(stored.value().id));
     if (!parsed.ok()) return bad(parsed.error().message);
     spec = std::move(parsed).value();
+    spec.fixed.insert_or_assign("db", db_path);
     options.resume_id = stored.value().id;
     options.kind = stored.value().kind;
   } else {
@@ -167,6 +169,44 @@ int sweep_command(const std::vector<std::string>& args, std::ostream& out, std::
   if (r.interrupted) {
     err << "sim sweep: interrupted; finish it with: sim sweep --resume " << r.sweep_id << " --db " << r.db_path << "\n";
     return kExitInterrupted;
+  }
+  return kExitOk;
+}
+
+}  // namespace servesim
+
+namespace servesim {
+
+int merge_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  std::vector<std::string> sources;
+  std::string into;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--help" || args[i] == "-h") {
+      out << "Usage: sim merge A.db B.db ... --into ALL.db\n"
+             "Appends the runs of several databases (the shards of a sweep, Ray workers' files) to\n"
+             "one, renumbering run ids; the points of one sweep from several files join one sweep.\n";
+      return kExitOk;
+    }
+    if (args[i] == "--into") {
+      if (i + 1 >= args.size()) {
+        err << "sim merge: --into needs a file\n";
+        return kExitBadInput;
+      }
+      into = args[++i];
+    } else if (!args[i].empty() && args[i][0] == '-') {
+      err << "sim merge: unknown option " << args[i] << "\nTry 'sim merge --help'.\n";
+      return kExitBadInput;
+    } else {
+      sources.push_back(args[i]);
+    }
+  }
+  if (into.empty()) {
+    err << "sim merge: give the target with --into FILE\n";
+    return kExitBadInput;
+  }
+  if (Status s = merge_databases(sources, into, out); !s.ok()) {
+    err << "sim merge: " << s.error().message << "\n";
+    return kExitBadInput;
   }
   return kExitOk;
 }

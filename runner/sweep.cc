@@ -149,7 +149,11 @@ std::string SweepSpec::to_toml() const {
   toml::table t;
   if (!name.empty()) t.insert("name", name);
   t.insert("log", log);
-  t.insert("fixed", fixed);
+  // Without the database: the definition is the same wherever it runs (shards of one sweep in
+  // several files are then one sweep to `sim merge`).
+  toml::table base = fixed;
+  base.erase("db");
+  t.insert("fixed", std::move(base));
   toml::table g;
   for (const SweepAxis& a : grid) g.insert(a.key, a.values);  // dotted keys stay quoted
   t.insert("grid", std::move(g));

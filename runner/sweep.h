@@ -55,7 +55,7 @@ struct SweepSpec {
   std::string describe(int64_t point) const;
   // The configuration table of point `point`: fixed, with the point's values set.
   toml::table point_table(int64_t point) const;
-  // The definition as TOML, as a sweep file (what sweeps.spec stores).
+  // The definition as TOML, as a sweep file (what sweeps.spec stores), without fixed.db.
   std::string to_toml() const;
 };
 
