@@ -43,7 +43,7 @@ constexpr auto kNames = std::to_array<std::string_view>({
     "queue_mean", "queue_p50", "queue_p90", "queue_p99",
     "slot_utilization", "kv_utilization_mean", "preemptions", "iterations",
     "prefix_hit_rate", "prefix_request_hit_rate",
-    "overloaded", "backlog_growth", "gpus", "kv_blocks_per_replica", "kv_tokens_per_replica",
+    "overloaded", "backlog_growth", "backlog_growth_share", "gpus", "kv_blocks_per_replica", "kv_tokens_per_replica",
     "kv_gib_per_replica", "cost_per_hour", "cost_per_million_output_tokens"});
 // clang-format on
 
@@ -172,29 +172,38 @@ void MetricsAccumulator::on_request(const Request& r) {
 
 BacklogTrend backlog_trend(std::span<const std::pair<double, double>> intervals) {
   BacklogTrend t;
-  if (intervals.empty()) return t;
+  if (static_cast<int64_t>(intervals.size()) < kOverloadMinRequests) return t;
   double first = std::numeric_limits<double>::infinity(), last = -first;
   for (const auto& [due, fin] : intervals) {
     first = std::min(first, due);
     last = std::max(last, due);
   }
-  const double lo = first + (last - first) / 2, hi = last, length = hi - lo;
-  if (!(length > 0)) return t;
-  // Least-squares slope of N(t) on [lo, hi]: integral of (t - c) N(t) over integral of (t - c)^2,
-  // which is length^3 / 12; each request adds the integral over its own outstanding interval.
-  const double c = (lo + hi) / 2;
-  double moment = 0, arrivals = 0;
-  for (const auto& [due, fin] : intervals) {
-    if (due > lo) arrivals += 1;
-    const double a = std::max(due, lo), b = std::min(fin, hi);
-    if (b > a) moment += ((b - c) * (b - c) - (a - c) * (a - c)) / 2;
+  if (!(last > first)) return t;
+  t.known = true;
+  t.growth = -std::numeric_limits<double>::infinity();
+  const double length = (last - first) / 4;
+  for (int q = 2; q <= 4; ++q) {
+    const double lo = first + length * (q - 1), hi = q == 4 ? last : first + length * q;
+    // Least-squares slope of N(t) on [lo, hi]: the integral of (t - c) N(t) over the integral of
+    // (t - c)^2, which is length^3 / 12; each request adds the integral over its own interval.
+    const double c = (lo + hi) / 2, len = hi - lo;
+    double moment = 0, arrivals = 0;
+    for (const auto& [due, fin] : intervals) {
+      if (due > lo && due <= hi) arrivals += 1;
+      const double a = std::max(due, lo), b = std::min(fin, hi);
+      if (b > a) moment += ((b - c) * (b - c) - (a - c) * (a - c)) / 2;
+    }
+    const double growth = moment / (len * len * len / 12) * len;
+    const bool over = growth >= kOverloadGrowthShare * arrivals && growth >= kOverloadMinGrowth;
+    // Report the overloaded quarter with the largest share, else the largest growth.
+    const bool take = over ? (!t.overloaded || growth / arrivals > t.share()) : (!t.overloaded && growth > t.growth);
+    if (take) {
+      t.growth = growth;
+      t.arrivals = arrivals;
+      t.quarter = q;
+    }
+    t.overloaded = t.overloaded || over;
   }
-  const double slope = moment / (length * length * length / 12);
-  t.growth = slope * length;
-  t.arrivals = arrivals;
-  t.window = length;
-  t.known = arrivals >= static_cast<double>(kOverloadMinRequests);
-  t.overloaded = t.known && t.growth >= kOverloadGrowthShare * arrivals && t.growth >= kOverloadMinGrowth;
   return t;
 }
 
@@ -271,6 +280,7 @@ std::vector<Metric> MetricsAccumulator::compute() const {
   if (trend.known) {
     out.push_back({"overloaded", trend.overloaded ? 1.0 : 0.0});
     out.push_back({"backlog_growth", trend.growth});
+    out.push_back({"backlog_growth_share", trend.share()});
   }
   const double gpus = static_cast<double>(options_.replicas) * options_.tp;
   out.push_back({"gpus", gpus});

@@ -194,8 +194,10 @@ void print_summary(std::ostream& out, const SummaryHeader& header,
   }
   if (const double* overloaded = find(metrics, "overloaded"); overloaded && *overloaded > 0) {
     const double* growth = find(metrics, "backlog_growth");
-    line(out, "OVERLOADED:", "the backlog grew by " + (growth ? integer(*growth) : "?") +
-                                 " requests over the second half of arrivals");
+    const double* share = find(metrics, "backlog_growth_share");
+    line(out, "OVERLOADED:", "completions fell " + (share ? fixed2(100 * *share) : "?") +
+                                 "% behind arrivals (the backlog grew by " +
+                                 (growth ? integer(*growth) : "?") + " requests in a quarter of the run)");
   }
   metric_line("Successful requests:", "completed", integer);
   metric_line("Rejected requests:", "rejected", integer);

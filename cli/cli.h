@@ -34,6 +34,8 @@ Result<RunConfig> config_from_flags(const boost::program_options::variables_map&
 
 // `sim sweep` (cli/sweep_command.cc).
 int sweep_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+// `sim search` (cli/search_command.cc).
+int search_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 // `sim merge` (cli/sweep_command.cc).
 int merge_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 

@@ -24,6 +24,8 @@ void print_overview(std::ostream& out) {
          "Usage:\n"
          "  sim [run] --trace FILE [--policy NAME] [options]   simulate a workload into sim.db\n"
          "  sim sweep [SWEEP.toml] --grid KEY=V1,V2 ... [run options]   a grid of runs, in parallel\n"
+         "  sim search --slo p99_ttft=2s [--grid KEY=V1,V2 ...] [run options]   the largest rate, or\n"
+         "                                                 the cheapest configuration, under SLOs\n"
          "  sim merge A.db B.db ... --into ALL.db          the runs (and sweeps) of several files in one\n"
          "  sim report [--db FILE] [--run ID | --sweep [ID]] [--format text|json|csv]\n"
          "  sim list policies|backends|hardware|models\n"
@@ -144,13 +146,14 @@ int sim_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
   if (first == "report") return report_command(rest, out, err);
   if (first == "sweep") return sweep_command(rest, out, err);
   if (first == "merge") return merge_command(rest, out, err);
+  if (first == "search") return search_command(rest, out, err);
   if (first == "list") return list_command(rest, out, err);
   if (first == "validate") return validate_command(rest, out, err);
   if (first == "probe") return probe_command(rest, out, err);
   if (first == "calibrate") return calibrate_command(rest, out, err);
   if (!first.empty() && first[0] != '-') {
     err << "sim: unknown command '" << first
-        << "' (commands: run, sweep, merge, report, list, validate, calibrate, probe). Try 'sim --help'.\n";
+        << "' (commands: run, sweep, search, merge, report, list, validate, calibrate, probe). Try 'sim --help'.\n";
     return kExitBadInput;
   }
   return run_command(args, out, err);

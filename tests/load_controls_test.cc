@@ -227,13 +227,15 @@ TEST(Overload, AClearlyOverloadedRunIsFlaggedAndAStableOneIsNot) {
   EXPECT_TRUE(stable.known);
   EXPECT_FALSE(stable.overloaded) << stable.growth;
   EXPECT_LT(std::abs(stable.growth), 4);
+  EXPECT_LT(stable.share(), 0.04);
   const BacklogTrend over = trend(*steady(1.0, 400));
   EXPECT_TRUE(over.overloaded);
-  // Outstanding grows at 1 - 0.4 = 0.6 per step over the 200-step window: about 120 requests.
-  EXPECT_NEAR(over.growth, 120, 6);
-  EXPECT_NEAR(over.arrivals, 200, 1);
+  // Outstanding grows at 1 - 0.4 = 0.6 per step over each 100-step quarter: about 60 requests.
+  EXPECT_NEAR(over.growth, 60, 4);
+  EXPECT_NEAR(over.arrivals, 100, 1);
+  EXPECT_NEAR(over.share(), 0.6, 0.04);
   // Too few requests to tell.
-  EXPECT_FALSE(trend(*steady(1.0, 10)).known);
+  EXPECT_FALSE(trend(*steady(1.0, 70)).known);
 }
 
 TEST(Overload, AClosedLoopCountsFromWhenRequestsWereDue) {

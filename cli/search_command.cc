@@ -1,0 +1,221 @@
+// `sim search`: the largest rate under SLOs, or the cheapest configuration of a grid that carries a
+// rate (runner/search.h).
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <thread>
+
+#include <boost/program_options.hpp>
+
+#include "cli/cli.h"
+#include "runner/search.h"
+#include "sim/stop_signals.h"
+#include "sim/toml_fields.h"
+
+namespace servesim {
+namespace po = boost::program_options;
+
+namespace {
+
+void print_search_help(std::ostream& out, const po::options_description& o) {
+  out << "Usage: sim search --slo KEY=VALUE... [run options]                 the largest request rate\n"
+         "       sim search --slo KEY=VALUE... --grid KEY=V1,V2... [--request-rate R] [--minimize WHAT]\n"
+         "                                                          the cheapest configuration\n"
+         "Answers a capacity question in one command, running only the probes the answer needs (an\n"
+         "exponential then k-ary search on the rate; a binary search on replicas per combination of\n"
+         "the other keys). A probe passes when it is not overloaded and meets every SLO. Every probe\n"
+         "is recorded in the database as a point of one search (sim report --sweep).\n\n"
+      << o
+      << "\nExamples:\n"
+         "  sim search --trace azure-conv.toml --model llama-3-8b --slo p99_ttft=2s\n"
+         "  sim search --trace azure-conv.toml --model llama-3-70b --request-rate 11 --slo p99_ttft=2s \\\n"
+         "      --grid hardware=a100-80gb,h100-sxm --grid tp=4,8 --grid replicas=1,2,3,4,6,8 --minimize cost_per_hour\n";
+}
+
+std::string value_text(const toml::node* n) {
+  if (n == nullptr) return "-";
+  if (const auto* s = n->as_string()) return s->get();
+  return describe_value(*n);
+}
+
+std::string metric_text(const PointOutcome& o, const char* name, double scale, const char* fmt) {
+  for (const Metric& m : o.metrics) {
+    if (m.name == name) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, fmt, m.value * scale);
+      return buf;
+    }
+  }
+  return "-";
+}
+
+void print_table(std::ostream& out, const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width;
+  for (const auto& r : rows) {
+    width.resize(std::max(width.size(), r.size()), 0);
+    for (size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], r[i].size());
+  }
+  for (const auto& r : rows) {
+    std::string line;
+    for (size_t i = 0; i < r.size(); ++i) {
+      const bool last = i + 1 == r.size();
+      line += r[i] + (last ? "" : std::string(width[i] - r[i].size() + 2, ' '));
+    }
+    out << line << '\n';
+  }
+}
+
+std::vector<std::string> probe_cells(const SearchProbe& p) {
+  const PointOutcome& o = p.outcome;
+  return {metric_text(o, "gpus", 1, "%.0f"),         metric_text(o, "request_throughput", 1, "%.2f"),
+          metric_text(o, "ttft_p99", 1e3, "%.1f"),   metric_text(o, "tpot_p99", 1e3, "%.1f"),
+          metric_text(o, "e2el_p99", 1e3, "%.0f"),   metric_text(o, "cost_per_hour", 1, "%.2f"),
+          p.miss.empty() ? "pass" : "miss: " + p.miss};
+}
+
+const std::vector<std::string> kProbeHeaders = {"gpus", "req/s", "p99_ttft_ms", "p99_tpot_ms",
+                                                "p99_e2el_ms", "usd/hour", "verdict"};
+
+}  // namespace
+
+int search_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  po::options_description search("Options of `sim search`");
+  // clang-format off
+  search.add_options()
+    ("slo", po::value<std::vector<std::string>>()->value_name("KEY=VALUE")->composing(),
+     "an objective; repeatable: p99_ttft=2s, p50_tpot=100ms, mean_e2el=10s ({mean,p50,p90,p99}_{ttft,tpot,itl,e2el,queue}), slo_attainment=0.99 (with --goodput), rejected=0.01 (share)")
+    ("grid", po::value<std::vector<std::string>>()->value_name("KEY=V1,V2")->composing(),
+     "search the cheapest configuration over these values (replicas is searched, the others enumerated)")
+    ("minimize", po::value<std::string>()->value_name("WHAT"),
+     "with --grid: gpus (default) | cost_per_hour | cost_per_million_output_tokens")
+    ("start-rate", po::value<double>()->value_name("R"), "without --grid: the first rate probed (default 1 req/s)")
+    ("precision", po::value<double>()->value_name("F"), "without --grid: stop when the rate is known within F (default 0.01)")
+    ("jobs,j", po::value<int>()->value_name("N"), "probes run at once (default: the cores)");
+  // clang-format on
+  po::options_description all;
+  all.add(search).add(run_options());
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(all).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    err << "sim search: " << e.what() << "\nTry 'sim search --help'.\n";
+    return kExitBadInput;
+  }
+  if (vm.count("help") != 0) {
+    print_search_help(out, all);
+    return kExitOk;
+  }
+  auto bad = [&](const std::string& message) {
+    err << "sim search: " << message << "\n";
+    return kExitBadInput;
+  };
+  const StopSignals stop;
+  SearchSpec spec;
+  Result<toml::table> flags = config_table_from_flags(vm);
+  if (!flags.ok()) return bad(flags.error().message);
+  spec.fixed = std::move(flags).value();
+  if (const auto* name = spec.fixed.get_as<std::string>("name")) {
+    spec.name = name->get();
+    spec.fixed.erase("name");
+  }
+  if (vm.count("slo")) {
+    for (const std::string& token : vm["slo"].as<std::vector<std::string>>()) {
+      auto slo = parse_slo(token);
+      if (!slo.ok()) return bad(slo.error().message);
+      spec.slos.push_back(slo.value());
+    }
+  }
+  if (vm.count("grid")) {
+    for (const std::string& token : vm["grid"].as<std::vector<std::string>>()) {
+      auto axis = parse_grid_flag(token);
+      if (!axis.ok()) return bad(axis.error().message);
+      spec.grid.push_back(std::move(axis).value());
+    }
+  }
+  if (vm.count("minimize")) {
+    spec.minimize = vm["minimize"].as<std::string>();
+    if (spec.minimize != "gpus" && spec.minimize != "cost_per_hour" &&
+        spec.minimize != "cost_per_million_output_tokens") {
+      return bad("--minimize '" + spec.minimize + "': expected gpus, cost_per_hour or cost_per_million_output_tokens");
+    }
+    if (spec.grid.empty()) return bad("--minimize chooses among the configurations of a --grid");
+  }
+  if (vm.count("start-rate")) spec.start_rate = vm["start-rate"].as<double>();
+  if (vm.count("precision")) spec.precision = vm["precision"].as<double>();
+  if (!spec.grid.empty() && (vm.count("start-rate") || vm.count("precision"))) {
+    return bad("--start-rate and --precision belong to the rate search (without --grid)");
+  }
+  if (spec.grid.empty() && spec.fixed.contains("request_rate")) {
+    return bad("--request-rate: the rate search chooses the rate; give a --grid to find the cheapest "
+               "configuration for that rate");
+  }
+  if (Status s = check_search(spec); !s.ok()) return bad(s.error().message);
+  SearchOptions options;
+  options.jobs = vm.count("jobs") ? vm["jobs"].as<int>() : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (options.jobs < 1 || options.jobs > 1024) return bad("--jobs: expected 1 to 1024");
+  options.stop = stop.flag();
+  const bool tty = ::isatty(STDERR_FILENO) == 1;
+  options.on_probe = [&](const SearchProbe& p) {
+    if (tty) err << "\rprobe " << p.point << ": " << (p.miss.empty() ? "pass" : "miss") << "      " << std::flush;
+  };
+  const auto started = std::chrono::steady_clock::now();
+  Result<SearchResult> ran = run_search(spec, options);
+  if (tty) err << "\r" << std::string(40, ' ') << "\r";
+  if (!ran.ok()) return bad(ran.error().message);
+  const SearchResult& r = ran.value();
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+
+  std::vector<std::vector<std::string>> rows;
+  if (spec.grid.empty()) {
+    // The probes by rate.
+    std::vector<const SearchProbe*> sorted;
+    for (const SearchProbe& p : r.probes) sorted.push_back(&p);
+    std::stable_sort(sorted.begin(), sorted.end(), [](const SearchProbe* a, const SearchProbe* b) {
+      return a->values[0]->value_or(0.0) < b->values[0]->value_or(0.0);
+    });
+    std::vector<std::string> header = {"probe", "request_rate"};
+    header.insert(header.end(), kProbeHeaders.begin(), kProbeHeaders.end());
+    rows.push_back(header);
+    for (const SearchProbe* p : sorted) {
+      char rate[32];
+      std::snprintf(rate, sizeof rate, "%.4g", p->values[0]->value_or(0.0));
+      std::vector<std::string> row = {std::to_string(p->point), rate};
+      for (std::string& c : probe_cells(*p)) row.push_back(std::move(c));
+      rows.push_back(std::move(row));
+    }
+  } else {
+    // The frontier: each combination's fewest replicas that pass.
+    std::vector<std::string> header = {"configuration", "replicas"};
+    header.insert(header.end(), kProbeHeaders.begin(), kProbeHeaders.end());
+    rows.push_back(header);
+    for (const SearchResult::FrontierRow& f : r.frontier) {
+      std::vector<std::string> row = {f.label};
+      if (f.probe < 0) {
+        row.push_back("-");
+        for (size_t i = 0; i + 1 < kProbeHeaders.size(); ++i) row.push_back("-");
+        row.push_back(f.note);
+      } else {
+        const SearchProbe& p = r.probes[static_cast<size_t>(f.probe)];
+        std::string replicas = "-";
+        for (size_t i = 0; i < r.keys.size(); ++i) {
+          if (r.keys[i] == "replicas") replicas = value_text(p.values[i]);
+        }
+        row.push_back(replicas);
+        for (std::string& c : probe_cells(p)) row.push_back(std::move(c));
+      }
+      rows.push_back(std::move(row));
+    }
+  }
+  print_table(out, rows);
+  char line[200];
+  std::snprintf(line, sizeof line, "%zu probes in %.2f s with %d jobs; search %lld in %s\n", r.probes.size(),
+                wall, options.jobs, static_cast<long long>(r.sweep_id), r.db_path.c_str());
+  out << line << "Answer: " << r.answer << "\n";
+  if (r.interrupted) return kExitInterrupted;
+  return kExitOk;
+}
+
+}  // namespace servesim

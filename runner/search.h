@@ -1,0 +1,104 @@
+// `sim search`: the planner's two questions, answered by running the simulator as few times as the
+// answer needs, every probe recorded as a point of one `search` sweep (analysis/sweep_db.h).
+//
+//   max rate    the largest request_rate a configuration carries under the SLOs: the rate doubles
+//               from `start_rate` until a probe misses (halves while the start misses), then a k-ary
+//               search (k - 1 = jobs probes per round) narrows [pass, miss] until miss / pass - 1 <=
+//               precision. The answer is the largest rate that passed.
+//   cheapest    the configuration of a grid (any keys but request_rate) that carries the workload at
+//               its rate (or --request-rate) for the least GPUs, $ per hour or $ per million output
+//               tokens. The replicas axis is searched, not enumerated: serving gets no worse with
+//               more replicas, so for each combination of the other keys a binary search finds the
+//               fewest replicas that pass, and counts whose cost could not beat the best found so far
+//               are never run.
+//
+// A probe passes when its run is done, it is not overloaded (analysis/metrics.h), and every SLO
+// holds: a latency percentile at most its bound (p99_ttft <= 2 s), slo_attainment at least its
+// bound (with --goodput), the share of requests rejected at most its bound.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <toml++/toml.h>
+
+#include "runner/sweep.h"
+#include "sim/result.h"
+
+namespace servesim {
+
+struct Slo {
+  std::string key;     // as given: "p99_ttft"
+  std::string metric;  // metrics name: "ttft_p99"
+  double bound = 0;    // seconds for latencies; a fraction for slo_attainment and rejected
+  bool at_least = false;  // slo_attainment: the metric must be >= bound
+};
+
+// Parses "p99_ttft=2s", "p90_tpot=100ms", "mean_e2el=10" (seconds), "slo_attainment=0.99",
+// "rejected=0.01". Keys: {mean,p50,p90,p99}_{ttft,tpot,itl,e2el,queue}, slo_attainment, rejected.
+// Errors name the token and list the keys.
+Result<Slo> parse_slo(const std::string& token);
+
+// Why a run misses (empty: it passes).
+std::string slo_miss(const std::vector<Slo>& slos, const PointOutcome& probe);
+
+struct SearchSpec {
+  std::string name;
+  toml::table fixed;            // the base configuration (request_rate is set per probe)
+  std::vector<SweepAxis> grid;  // cheapest mode only; empty: max-rate mode
+  std::vector<Slo> slos;
+  std::string minimize = "gpus";  // gpus | cost_per_hour | cost_per_million_output_tokens
+  double start_rate = 1.0;        // max rate: the first probe (req/s)
+  double precision = 0.01;        // max rate: relative width of the final interval
+  double max_rate = 1e6;          // max rate: give up above this
+  std::string to_toml() const;    // the definition, for sweeps.spec
+};
+
+struct SearchProbe {
+  int64_t point = 0;
+  std::vector<const toml::node*> values;  // grid values (cheapest) and request_rate
+  PointOutcome outcome;
+  std::string miss;  // "" when it passed
+};
+
+struct SearchResult {
+  int64_t sweep_id = 0;
+  std::string db_path;
+  bool found = false;
+  std::string answer;               // one line
+  double rate = 0;                  // max rate mode: the answer
+  int64_t best_point = -1;          // the probe that answers (-1: none)
+  std::vector<std::string> keys;    // of the probes' values
+  std::vector<SearchProbe> probes;  // in the order run
+  // Cheapest mode: for each combination of the non-replica keys, in grid order, the probe with the
+  // fewest replicas that passed (-1: none passed, or pruned: its fewest replicas would cost at
+  // least the best found before it; note says which).
+  struct FrontierRow {
+    std::string label;  // "hardware=h100-sxm tp=4"
+    int64_t probe = -1;
+    std::string note;
+  };
+  std::vector<FrontierRow> frontier;
+  bool interrupted = false;
+  // What the probes' values point into.
+  std::vector<std::shared_ptr<toml::array>> owned_rates;
+  std::shared_ptr<SweepSpec> owned_grid;
+};
+
+struct SearchOptions {
+  int jobs = 1;
+  const std::atomic<bool>* stop = nullptr;
+  std::function<void(const SearchProbe&)> on_probe;  // serialized
+};
+
+// Checks the spec (the configuration resolves, SLO metrics exist, the grid has no request_rate).
+Status check_search(const SearchSpec& spec);
+
+Result<SearchResult> run_search(const SearchSpec& spec, const SearchOptions& options);
+
+}  // namespace servesim
