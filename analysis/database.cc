@@ -1,5 +1,6 @@
 #include "analysis/database.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -146,11 +147,21 @@ std::string utc_now_iso8601() {
 
 Result<std::unique_ptr<Database>> Database::open(const std::string& path) {
   std::error_code ec;
-  const bool existed = std::filesystem::exists(path, ec);
+  // Whether this call creates the file: decided by an exclusive create, so that of several
+  // processes opening a new database at once (parallel runs into one file) exactly one owns it.
+  bool created = false;
+  if (const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644); fd >= 0) {
+    ::close(fd);
+    created = true;
+  }
   // A database this call created and could not set up (a full disk, a read-only folder) is removed
-  // with the files beside it, so that a failed open leaves nothing behind.
+  // with the files beside it, so that a failed open leaves nothing behind; but only while nothing
+  // was written to it (another process may have taken the new file over meanwhile).
   const auto undo = [&](Error error) -> Result<std::unique_ptr<Database>> {
-    if (!existed) {
+    const auto size = [&](const std::string& p) {
+      return std::filesystem::is_regular_file(p, ec) ? std::filesystem::file_size(p, ec) : 0;
+    };
+    if (created && size(path) == 0 && size(path + "-wal") == 0) {
       for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
         if (std::filesystem::is_regular_file(path + suffix, ec)) std::filesystem::remove(path + suffix, ec);
       }
@@ -166,7 +177,15 @@ Result<std::unique_ptr<Database>> Database::open(const std::string& path) {
   }
   std::unique_ptr<Database> out(new Database(db, path));
   sqlite3_busy_timeout(db, 10000);  // other runs (a sweep) may be writing the same file
+  // Changing the journal mode takes no busy handler: while another process sets the file up, wait
+  // for it here, as the busy timeout would.
   Status set_up = out->exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
+  for (int tries = 0; !set_up.ok() && tries < 1000; ++tries) {
+    const int code = sqlite3_errcode(db);
+    if (code != SQLITE_BUSY && code != SQLITE_LOCKED) break;
+    ::usleep(10'000);
+    set_up = out->exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
+  }
   if (set_up.ok()) set_up = out->check_schema(/*create=*/true);
   if (!set_up.ok()) {
     out.reset();

@@ -93,7 +93,7 @@ struct SearchResult {
 struct SearchOptions {
   int jobs = 1;
   const std::atomic<bool>* stop = nullptr;
-  std::function<void(const SearchProbe&)> on_probe;  // serialized
+  std::function<void(const SearchProbe&)> on_probe = {};  // serialized
 };
 
 // Checks the spec (the configuration resolves, SLO metrics exist, the grid has no request_rate).

@@ -87,11 +87,11 @@ struct PointOutcome {
 
 struct SweepOptions {
   int jobs = 1;                              // threads
-  std::optional<std::pair<int64_t, int64_t>> shard;  // (i, n): only points with point % n == i
+  std::optional<std::pair<int64_t, int64_t>> shard = {};  // (i, n): only points with point % n == i
   int64_t resume_id = 0;                     // rerun the points of this sweep not yet done
   std::string kind = "sweep";                // sweeps.kind
   const std::atomic<bool>* stop = nullptr;
-  std::function<void(const PointOutcome&, int64_t done, int64_t total)> on_point;  // serialized
+  std::function<void(const PointOutcome&, int64_t done, int64_t total)> on_point = {};  // serialized
 };
 
 struct SweepResult {
