@@ -7,6 +7,7 @@
 #include <thread>
 
 #include <boost/program_options.hpp>
+#include <nlohmann/json.hpp>
 
 #include "analysis/merge.h"
 #include "analysis/sweep_db.h"
@@ -70,7 +71,8 @@ int sweep_command(const std::vector<std::string>& args, std::ostream& out, std::
      "a key and its values; repeatable (the last key varies fastest)")
     ("jobs,j", po::value<int>()->value_name("N"), "points run at once (default: the cores)")
     ("resume", po::value<int64_t>()->value_name("ID"), "rerun the points of sweep ID that are not done (an interrupted sweep)")
-    ("shard", po::value<std::string>()->value_name("I/N"), "run only the points p with p % N == I (for array jobs)");
+    ("shard", po::value<std::string>()->value_name("I/N"), "run only the points p with p % N == I (for array jobs)")
+    ("dry-run", "check the sweep and print its points (JSON: db, points, keys) without running or writing anything");
   // clang-format on
   po::options_description all;
   all.add(sweep).add(run_options());
@@ -140,6 +142,12 @@ int sweep_command(const std::vector<std::string>& args, std::ostream& out, std::
     }
   }
   if (Status s = check_sweep(spec); !s.ok()) return bad(s.error().message);
+  if (vm.count("dry-run")) {
+    // For drivers (scripts/ray_sweep.py): what would run, as one JSON line.
+    nlohmann::json plan = {{"db", sweep_db_path(spec)}, {"points", spec.num_points()}, {"keys", spec.keys()}};
+    out << plan.dump() << "\n";
+    return kExitOk;
+  }
 
   const bool tty = ::isatty(STDERR_FILENO) == 1;
   const auto started = std::chrono::steady_clock::now();

@@ -10,7 +10,7 @@ QUICK=""
 if [ "${1:-}" = "--quick" ]; then QUICK=1; fi
 WERROR=OFF
 if [ -n "${CI:-}" ]; then WERROR=ON; fi
-if [ -n "$QUICK" ]; then scripts/install-deps.sh; else FUZZ=1 scripts/install-deps.sh; fi
+if [ -n "$QUICK" ]; then scripts/install-deps.sh; else FUZZ=1 RAY=1 scripts/install-deps.sh; fi
 
 cmake -S . -B build-test -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSERVESIM_WERROR=$WERROR
 cmake --build build-test -j2
