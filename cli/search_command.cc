@@ -186,6 +186,28 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
       for (std::string& c : probe_cells(*p)) row.push_back(std::move(c));
       rows.push_back(std::move(row));
     }
+  } else if (r.frontier.size() == 1) {
+    // One combination: its probes, by the swept values.
+    std::vector<std::string> header = r.keys;
+    header.insert(header.end(), kProbeHeaders.begin(), kProbeHeaders.end());
+    rows.push_back(header);
+    std::vector<const SearchProbe*> sorted;
+    for (const SearchProbe& p : r.probes) sorted.push_back(&p);
+    std::stable_sort(sorted.begin(), sorted.end(), [](const SearchProbe* a, const SearchProbe* b) {
+      for (size_t i = 0; i < a->values.size(); ++i) {
+        const double x = a->values[i]->value_or(0.0), y = b->values[i]->value_or(0.0);
+        const double xi = static_cast<double>(a->values[i]->value_or(int64_t{0}));
+        const double yi = static_cast<double>(b->values[i]->value_or(int64_t{0}));
+        if (x + xi != y + yi) return x + xi < y + yi;
+      }
+      return false;
+    });
+    for (const SearchProbe* p : sorted) {
+      std::vector<std::string> row;
+      for (const toml::node* v : p->values) row.push_back(value_text(v));
+      for (std::string& c : probe_cells(*p)) row.push_back(std::move(c));
+      rows.push_back(std::move(row));
+    }
   } else {
     // The frontier: each combination's fewest replicas that pass.
     std::vector<std::string> header = {"configuration", "replicas"};

@@ -113,7 +113,7 @@ Result<RunConfig> resolve_config(toml::table table) {
   c.replicas = static_cast<int32_t>(top.integer("replicas", c.replicas, 1, 4096));
   const double inf = std::numeric_limits<double>::infinity();
   c.request_rate = top.number("request_rate", 0, 1e-9, inf);
-  c.burstiness = top.number("burstiness", 0, 1e-4, 1e6);
+  c.burstiness = top.number("burstiness", 0, 1e-4, inf);
   c.time_scale = top.number("time_scale", 0, 1e-9, 1e9);
   c.num_prompts = top.integer("num_prompts", 0, 1, 10'000'000'000LL);
   c.max_concurrency = top.integer("max_concurrency", 0, 1, INT32_MAX);

@@ -119,6 +119,19 @@ TEST(LoadControls, GeneratedWorkloadsDrawPoissonOrGammaArrivalsAtTheRate) {
   EXPECT_EQ(parse(kGenerated, {.num_prompts = 7}).requests.size(), 7u);
 }
 
+// vLLM bench times N requests at rate R so that the last is sent at exactly N / R, the first one
+// drawn gap after the start (benchmarks/serve.py, get_request's normalize_factor).
+TEST(LoadControls, ACountOfRequestsIsTimedAsVllmBenchTimesIt) {
+  const Workload w = parse(kGenerated, {.request_rate = 8, .num_prompts = 1000});
+  ASSERT_EQ(w.requests.size(), 1000u);
+  EXPECT_NEAR(to_seconds(w.requests.back().arrival), 1000.0 / 8, 1e-6);
+  EXPECT_GT(w.requests.front().arrival, 0);
+  const Workload even = parse(kGenerated, {.request_rate = 4, .burstiness = INFINITY, .num_prompts = 10});
+  for (size_t i = 0; i < even.requests.size(); ++i) {
+    EXPECT_NEAR(to_seconds(even.requests[i].arrival), (static_cast<double>(i) + 1) / 4, 1e-9);
+  }
+}
+
 TEST(LoadControls, BadCombinationsNameTheKey) {
   EXPECT_NE(parse_error(explicit_requests(), {.burstiness = 2}).find("burstiness: applies to generated"),
             std::string::npos);

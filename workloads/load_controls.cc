@@ -47,9 +47,11 @@ Status check_load_controls(const LoadControls& l) {
     return Error{"request_rate = " + format_number(l.request_rate) +
                  ": expected a rate in requests per second > 0 (at most 1e9, or inf)"};
   }
-  if (l.burstiness != 0 && !(l.burstiness >= kMinBurstiness && l.burstiness <= kMaxBurstiness)) {
+  if (l.burstiness != 0 && !(l.burstiness >= kMinBurstiness &&
+                             (l.burstiness <= kMaxBurstiness || std::isinf(l.burstiness)))) {
     return Error{"burstiness = " + format_number(l.burstiness) +
-                 ": expected a gamma shape in [1e-4, 1e6] (1 = Poisson; < 1 burstier)"};
+                 ": expected a gamma shape in [1e-4, 1e6] or inf (1 = Poisson; < 1 burstier; inf: "
+                 "evenly spaced)"};
   }
   if (l.time_scale != 0 && !(l.time_scale > 0 && l.time_scale <= kMaxTimeScale)) {
     return Error{"time_scale = " + format_number(l.time_scale) + ": expected a factor > 0 (at most 1e9)"};

@@ -2,7 +2,11 @@
 //
 //   request_rate R   generated workloads ([generate]): arrivals become a Poisson process at R
 //                    requests/s (a gamma process of shape `burstiness` when that is given, as vLLM's
-//                    --burstiness: shape B, scale 1/(R B)); R = inf sends every request at time 0.
+//                    --burstiness: shape B, scale 1/(R B); B = inf: evenly spaced); R = inf sends
+//                    every request at time 0. With a number of requests N (requests = N, or
+//                    num_prompts) they are timed as `vllm bench serve` times them: N gaps drawn, the
+//                    first request sent after the first gap, and all rescaled so that the last is
+//                    sent at exactly N / R.
 //                    Traces and [[request]] lists: arrivals are re-timed so that the mean rate of the
 //                    independent requests, (n - 1) / (last - first), is exactly R; the gaps keep their
 //                    proportions, so the trace keeps its own burstiness. Requests that follow others

@@ -63,6 +63,8 @@ Result<std::optional<T>> optional_table(const TableFields& g, std::string_view k
   return std::optional<T>(std::move(options).value());
 }
 
+bool sessions_present(const TableFields& g) { return g.has("sessions"); }
+
 // The arrival process of a [generate] table under the load controls: Poisson at request_rate, or
 // gamma of shape burstiness (vLLM's --request-rate and --burstiness), else the table's own.
 Result<ArrivalProcess> controlled_arrivals(const ArrivalProcess& own, const LoadControls& load,
@@ -75,6 +77,9 @@ Result<ArrivalProcess> controlled_arrivals(const ArrivalProcess& own, const Load
   } else if (rate <= 0) {
     return g.error("burstiness: the workload's arrivals are all-at-once, which has no rate to "
                    "shape; give request_rate too");
+  } else if (std::isinf(load.burstiness)) {
+    t.insert("process", "constant");  // vLLM: burstiness inf makes every gap 1 / rate
+    t.insert("rate", rate);
   } else if (load.burstiness > 0 && load.burstiness != 1.0) {
     t.insert("process", "gamma");
     t.insert("rate", rate);
@@ -161,8 +166,24 @@ Result<Workload> generate(const toml::table& table, const std::string& path,
   ArrivalClock clock(process.value(), Rng::stream(w.seed, kArrivalStream));
   std::optional<Time> end;
   if (duration.value()) end = from_seconds(*duration.value());
-  auto starts = arrival_times(clock, count.value(), end, g);
+  // Under request_rate, a fixed number of requests is timed as `vllm bench serve` times them: the
+  // first is sent one drawn gap after the start, and all are rescaled so that the last is sent at
+  // exactly N / rate (vLLM's normalize_factor).
+  const bool normalize = load.request_rate > 0 && !std::isinf(load.request_rate) && count.value() &&
+                         !sessions_present(g);
+  auto starts = arrival_times(clock, normalize ? std::optional<int64_t>(*count.value() + 1) : count.value(),
+                              end, g);
   if (!starts) return starts.error();
+  if (normalize) {
+    std::vector<Time>& t = starts.value();
+    t.erase(t.begin());
+    const double last = to_seconds(t.back());
+    const double target = static_cast<double>(t.size()) / load.request_rate;
+    if (last > 0 && target <= kMaxArrivalSeconds) {
+      const double factor = target / last;
+      for (Time& x : t) x = from_seconds(to_seconds(x) * factor);
+    }
+  }
   const std::optional<LengthDistribution>& prompt_dist = prompt.value();
   const auto max_tokens_value = static_cast<int32_t>(max_tokens.value().value_or(0));
 
