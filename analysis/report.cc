@@ -213,6 +213,7 @@ void print_summary(std::ostream& out, const SummaryHeader& header,
     for (const auto& [n, cause] : causes) {
       line(out, "  rejected: " + cause + ":", integer(n) + " (" + fixed2(100 * n / total) + "% of requests)");
     }
+    out << "  (latencies and throughputs below cover the served requests only)\n";
   }
   if (const double* capped = find(metrics, "capped"); capped && *capped > 0) {
     line(out, "Capped at max_tokens:", integer(*capped));

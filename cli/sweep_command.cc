@@ -149,6 +149,22 @@ int sweep_command(const std::vector<std::string>& args, std::ostream& out, std::
     return kExitOk;
   }
 
+  // The measuring engines time real work: points side by side would slow each other down.
+  if (options.jobs > 1) {
+    bool measuring = false;
+    for (const SweepAxis& a : spec.grid) {
+      if (a.key != "backend") continue;
+      for (const toml::node& v : a.values) {
+        const std::string name = v.value_or(std::string());
+        measuring = measuring || name == "cpu" || name == "cuda";
+      }
+    }
+    if (const auto* b = spec.fixed.get_as<std::string>("backend")) measuring = measuring || b->get() == "cpu" || b->get() == "cuda";
+    if (measuring) {
+      err << "sim sweep: note: the cpu and cuda engines measure real time, so their points run one at a time\n";
+      options.jobs = 1;
+    }
+  }
   const bool tty = ::isatty(STDERR_FILENO) == 1;
   const auto started = std::chrono::steady_clock::now();
   options.on_point = [&](const PointOutcome& o, int64_t done, int64_t total) {

@@ -39,7 +39,7 @@ def fail(message, code=EXIT_BAD_INPUT):
 
 
 def default_sim():
-    built = os.path.join(os.path.dirname(HERE), "build", "cli", "sim")
+    built = os.path.join(os.path.dirname(HERE), "build", "sim", "sim")
     if os.access(built, os.X_OK):
         return built
     return shutil.which("sim") or "sim"

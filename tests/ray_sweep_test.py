@@ -64,6 +64,13 @@ def main():
         assert "unreachable" in bad.stderr, bad.stderr
         assert not os.path.exists(os.path.join(tmp, "never.db"))
 
+        # Without Ray: refused before anything runs (when a Python without ray is at hand).
+        if subprocess.run(["python3", "-c", "import ray"], capture_output=True).returncode != 0:
+            missing = subprocess.run(["python3", *driver[1:], "--address", "auto", "--", *sweep, "--db",
+                                      os.path.join(tmp, "never.db")], capture_output=True, text=True, timeout=60)
+            assert missing.returncode == 2 and "Ray is not installed" in missing.stderr, missing.stderr
+            assert not os.path.exists(os.path.join(tmp, "never.db"))
+
         subprocess.run([ray_bin, "start", "--head", f"--port={port}", "--num-cpus=1", "--include-dashboard=false",
                         "--disable-usage-stats", f"--temp-dir={tmp}/ray"], check=True, capture_output=True, env=env)
         subprocess.run([ray_bin, "start", f"--address={address}", "--num-cpus=1", "--disable-usage-stats"],
