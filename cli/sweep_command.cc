@@ -144,7 +144,8 @@ int sweep_command(const std::vector<std::string>& args, std::ostream& out, std::
   if (Status s = check_sweep(spec); !s.ok()) return bad(s.error().message);
   if (vm.count("dry-run")) {
     // For drivers (scripts/ray_sweep.py): what would run, as one JSON line.
-    nlohmann::json plan = {{"db", sweep_db_path(spec)}, {"points", spec.num_points()}, {"keys", spec.keys()}};
+    nlohmann::json plan = {{"db", sweep_db_path(spec)}, {"points", spec.num_points()}, {"keys", spec.keys()},
+                           {"spec", spec.to_toml()}};
     out << plan.dump() << "\n";
     return kExitOk;
   }

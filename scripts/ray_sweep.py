@@ -14,7 +14,8 @@ anything runs, and nothing is written). Then point p of N runs on a worker as
 definition as a local sweep, and the task returns that small database (summaries only, unless
 --log says otherwise). The driver merges each into the target (`sim merge`), where the points join
 one sweep. A worker that dies loses only its point: Ray runs the task again (--retries). Points
-finished before an interruption stay in the target.
+finished before an interruption stay in the target, and running the driver again with the same
+arguments runs only the points the target lacks.
 
 Every node must have `sim` at the path given (--sim; default: the one this checkout built, or
 `sim` on the PATH) and the workload's files at the same paths, as on a shared file system.
@@ -25,6 +26,7 @@ import json
 import os
 import shutil
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -89,6 +91,22 @@ def main():
         sys.exit(check.returncode)
     plan = json.loads(check.stdout)
     points, target = plan["points"], plan["db"]
+    # Points of this very sweep already in the target (an earlier, interrupted run of the driver)
+    # are not run again: done ones, and failed ones (their configuration cannot change).
+    settled = set()
+    if os.path.exists(target):
+        try:
+            con = sqlite3.connect(f"file:{target}?mode=ro", uri=True)
+            settled = {p for (p,) in con.execute(
+                "SELECT p.point FROM sweep_points p JOIN sweeps s ON s.id = p.sweep_id WHERE s.kind = 'sweep' "
+                "AND s.spec = ? AND p.status IN ('done', 'failed')", (plan["spec"],))}
+            con.close()
+        except sqlite3.Error:
+            settled = set()  # not a servesim database yet: sim merge will say so
+    todo = [p for p in range(points) if p not in settled]
+    if settled:
+        print(f"{len(settled)} of {points} points are in {target} already; running the other {len(todo)}",
+              file=sys.stderr)
 
     # 2. Ray, before any point runs.
     try:
@@ -139,7 +157,7 @@ def main():
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
-    pending = [run_point.remote(p) for p in range(points)]
+    pending = [run_point.remote(p) for p in todo]
     local = tempfile.mkdtemp(prefix="servesim-ray-driver-")
     finished, failed, batch = 0, [], []
 
@@ -168,7 +186,7 @@ def main():
             if len(batch) >= a.batch or (not pending and batch):
                 merge(batch)
                 batch = []
-            print(f"\r{finished}/{points} points", end="", file=sys.stderr, flush=True)
+            print(f"\r{finished}/{len(todo)} points", end="", file=sys.stderr, flush=True)
         print(file=sys.stderr)
     except KeyboardInterrupt:
         if batch:
@@ -179,7 +197,8 @@ def main():
     report = subprocess.run([sim, "report", "--sweep", "--db", target], text=True)
     for message in failed:
         print(f"ray_sweep: a point failed on its worker: {message}", file=sys.stderr)
-    print(f"{finished} of {points} points ran on Ray at {address}; rows in {target}")
+    print(f"{finished} of {len(todo)} points ran on Ray at {address}"
+          f"{f' ({len(settled)} were done already)' if settled else ''}; rows in {target}")
     sys.exit(1 if failed else report.returncode)
 
 

@@ -45,6 +45,7 @@ def main():
     python = sys.argv[2] if len(sys.argv) > 2 else os.path.join(ROOT, ".venv-ray", "bin", "python")
     if not os.access(python, os.X_OK):
         python = sys.executable
+    python = os.path.abspath(python)
     if subprocess.run([python, "-c", "import ray"], capture_output=True).returncode != 0:
         print(f"skipped: {python} cannot import ray (RAY=1 scripts/install-deps.sh installs it)")
         return SKIP
@@ -94,6 +95,19 @@ def main():
         assert a_names == b_names
         con = sqlite3.connect(remote)
         assert con.execute("SELECT count(*) FROM sweeps").fetchone()[0] == 1
+        # An interrupted driver's work is kept: with two points' rows gone, a second run of the
+        # same command runs just those two.
+        con.execute("DELETE FROM sweep_points WHERE point IN (1, 6)")
+        con.commit()
+        runs_before = con.execute("SELECT count(*) FROM runs").fetchone()[0]
+        con.close()
+        again = subprocess.run([*driver, "--address", address, "--", *sweep, "--db", remote], capture_output=True,
+                               text=True, env=env, cwd=tmp, timeout=600)
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert "running the other 2" in again.stderr, again.stderr
+        con = sqlite3.connect(remote)
+        assert con.execute("SELECT count(*) FROM sweep_points").fetchone()[0] == 8
+        assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == runs_before + 1  # point 6 fails (tp 3)
         con.close()
         print(f"ok: 8 points on Ray equal the local sweep's (point 5's worker killed once and retried)")
         return 0
