@@ -38,12 +38,13 @@ void print_sweep_help(std::ostream& out, const po::options_description& sweep) {
 
 // Sets every value of `over` into `base`, descending into tables.
 void merge_into(toml::table& base, const toml::table& over) {
-  for (const auto& [k, v] : over) {
-    if (const toml::table* t = v.as_table(); t != nullptr && base.get_as<toml::table>(k.str())) {
-      merge_into(*base.get_as<toml::table>(k.str()), *t);
+  for (const auto& [key, v] : over) {
+    const std::string_view k = key.str();  // a plain variable: clang 14 cannot capture a binding
+    if (const toml::table* t = v.as_table(); t != nullptr && base.get_as<toml::table>(k)) {
+      merge_into(*base.get_as<toml::table>(k), *t);
       continue;
     }
-    v.visit([&](const auto& x) { base.insert_or_assign(k.str(), x); });
+    v.visit([&](const auto& x) { base.insert_or_assign(k, x); });
   }
 }
 
