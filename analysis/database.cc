@@ -27,10 +27,11 @@ struct TableSchema {
   std::string_view key;  // the PRIMARY KEY clause's columns, "" for none
   int since;             // the schema version that added the table
   bool extensible;       // may have more columns after these (sweep_points: the swept keys)
+  bool without_rowid = false;  // stored in its key's order (rows arrive in that order)
 };
 
-const std::array<TableSchema, 6>& schema() {
-  static const std::array<TableSchema, 6> tables = {{
+const std::array<TableSchema, 7>& schema() {
+  static const std::array<TableSchema, 7> tables = {{
       {"runs",
        {{"id", "INTEGER PRIMARY KEY", 1}, {"name", "TEXT", 1}, {"started_at", "TEXT", 1},
         {"finished_at", "TEXT", 1}, {"status", "TEXT", 1}, {"policy", "TEXT", 1},
@@ -68,6 +69,14 @@ const std::array<TableSchema, 6>& schema() {
        {{"sweep_id", "INTEGER", 3}, {"point", "INTEGER", 3}, {"run_id", "INTEGER", 3},
         {"status", "TEXT", 3}, {"error", "TEXT", 3}},
        "sweep_id, point", 3, true},
+      {"timeline",
+       {{"run_id", "INTEGER", 4}, {"replica", "INTEGER", 4}, {"bucket", "INTEGER", 4},
+        {"start", "REAL", 4}, {"iterations", "INTEGER", 4}, {"busy", "REAL", 4},
+        {"prefill_tokens", "INTEGER", 4}, {"decode_tokens", "INTEGER", 4}, {"emitted", "INTEGER", 4},
+        {"seqs_max", "INTEGER", 4}, {"waiting_max", "INTEGER", 4}, {"kv_blocks_mean", "REAL", 4},
+        {"kv_blocks_max", "INTEGER", 4}, {"kv_blocks_total", "INTEGER", 4},
+        {"preemptions", "INTEGER", 4}},
+       "run_id, replica, bucket", 4, false, true},
   }};
   return tables;
 }
@@ -78,7 +87,7 @@ std::string create_sql(const TableSchema& t) {
     sql += (i ? ", " : "") + std::string(t.columns[i].name) + " " + std::string(t.columns[i].type);
   }
   if (!t.key.empty()) sql += ", PRIMARY KEY (" + std::string(t.key) + ")";
-  return sql + ");";
+  return sql + (t.without_rowid ? ") WITHOUT ROWID;" : ");");
 }
 
 std::string join(const std::vector<std::string>& parts) {

@@ -36,7 +36,9 @@ namespace servesim {
 // old rows' new columns NULL; read-only opens read it as it is.
 // 3: runs.replicas, tp, gpus, overloaded and sweep_id; the sweeps and sweep_points tables (the
 // latter with one more column per swept key). Older databases are upgraded the same way.
-inline constexpr int kSchemaVersion = 3;
+// 4: the timeline table: per replica and time bucket (log_resolution seconds), the iterations that
+// started in it, summed (iterations, busy seconds, tokens) or their extremes (running, waiting, KV).
+inline constexpr int kSchemaVersion = 4;
 
 // This machine's host name (gethostname), for runs.host.
 std::string this_host();

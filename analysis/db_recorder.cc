@@ -1,5 +1,7 @@
 #include "analysis/db_recorder.h"
 
+#include <algorithm>
+#include <cmath>
 #include <vector>
 
 namespace servesim {
@@ -13,6 +15,10 @@ constexpr const char* kInsertIteration =
     "INSERT INTO iterations(run_id, replica, step, start, duration, num_seqs, prefill_tokens, "
     "decode_tokens, kv_blocks_used, kv_blocks_total, predicted) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+constexpr const char* kInsertTimeline =
+    "INSERT OR REPLACE INTO timeline(run_id, replica, bucket, start, iterations, busy, prefill_tokens, "
+    "decode_tokens, emitted, seqs_max, waiting_max, kv_blocks_mean, kv_blocks_max, kv_blocks_total, "
+    "preemptions) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 constexpr const char* kInsertMetric =
     "INSERT OR REPLACE INTO metrics(run_id, name, value) VALUES (?, ?, ?)";
 constexpr const char* kEndRun =
@@ -64,12 +70,14 @@ LogLevel parse_log_level(const std::string& name) {
 }
 
 DbRecorder::DbRecorder(Database& db, int64_t run_id, const MetricsAccumulator& metrics,
-                       LogLevel level)
+                       LogLevel level, double resolution)
     : db_(db), run_id_(run_id), metrics_(metrics), started_(std::chrono::steady_clock::now()),
-      level_(level) {
+      level_(level), resolution_(resolution > 0 ? resolution : 1.0) {
   if (sqlite3_prepare_v2(db_.handle(), kInsertRequest, -1, &insert_request_, nullptr) !=
           SQLITE_OK ||
       sqlite3_prepare_v2(db_.handle(), kInsertIteration, -1, &insert_iteration_, nullptr) !=
+          SQLITE_OK ||
+      sqlite3_prepare_v2(db_.handle(), kInsertTimeline, -1, &insert_timeline_, nullptr) !=
           SQLITE_OK) {
     fail("preparing inserts");
   }
@@ -79,6 +87,7 @@ DbRecorder::~DbRecorder() {
   if (in_transaction_) commit();
   sqlite3_finalize(insert_request_);
   sqlite3_finalize(insert_iteration_);
+  sqlite3_finalize(insert_timeline_);
 }
 
 void DbRecorder::fail(const std::string& what) {
@@ -109,14 +118,64 @@ void DbRecorder::commit() {
 void DbRecorder::write_row(sqlite3_stmt* stmt) {
   const int rc = sqlite3_step(stmt);
   if (rc != SQLITE_DONE) {
-    fail(stmt == insert_request_ ? "requests" : stmt == insert_iteration_ ? "iterations" : "row");
+    fail(stmt == insert_request_     ? "requests"
+         : stmt == insert_iteration_ ? "iterations"
+         : stmt == insert_timeline_  ? "timeline"
+                                     : "row");
   }
   sqlite3_reset(stmt);
   if (++rows_in_transaction_ >= kRowsPerTransaction) commit();
 }
 
+void DbRecorder::write_bucket(int32_t replica, const Bucket& b) {
+  begin();
+  sqlite3_stmt* s = insert_timeline_;
+  sqlite3_bind_int64(s, 1, run_id_);
+  sqlite3_bind_int(s, 2, replica);
+  sqlite3_bind_int64(s, 3, b.index);
+  sqlite3_bind_double(s, 4, static_cast<double>(b.index) * resolution_);
+  sqlite3_bind_int64(s, 5, b.iterations);
+  sqlite3_bind_double(s, 6, b.busy);
+  sqlite3_bind_int64(s, 7, b.prefill);
+  sqlite3_bind_int64(s, 8, b.decode);
+  sqlite3_bind_int64(s, 9, b.emitted);
+  sqlite3_bind_int64(s, 10, b.seqs_max);
+  sqlite3_bind_int64(s, 11, b.waiting_max);
+  sqlite3_bind_double(s, 12, b.busy > 0 ? b.kv_weighted / b.busy : 0);
+  sqlite3_bind_int64(s, 13, b.kv_max);
+  if (b.kv_total < 0) {
+    sqlite3_bind_null(s, 14);
+  } else {
+    sqlite3_bind_int64(s, 14, b.kv_total);
+  }
+  sqlite3_bind_int64(s, 15, b.preemptions);
+  write_row(s);
+}
+
 void DbRecorder::on_iteration(const IterationRecord& it, std::span<const BatchItem> /*items*/) {
-  if (!write_error_.empty() || level_ < LogLevel::kIterations) return;
+  if (!write_error_.empty() || level_ < LogLevel::kRequests) return;
+  const auto r = static_cast<size_t>(it.replica);
+  if (buckets_.size() <= r) buckets_.resize(r + 1);
+  Bucket& b = buckets_[r];
+  const auto index = static_cast<int64_t>(std::floor(to_seconds(it.start) / resolution_));
+  if (index != b.index) {
+    if (b.index >= 0) write_bucket(it.replica, b);
+    b = Bucket{};
+    b.index = index;
+  }
+  const double seconds = to_seconds(it.duration);
+  ++b.iterations;
+  b.busy += seconds;
+  b.prefill += it.prefill_tokens;
+  b.decode += it.decode_tokens;
+  b.emitted += it.emitted;
+  b.preemptions += it.preempted;
+  b.seqs_max = std::max<int64_t>(b.seqs_max, it.num_seqs);
+  b.waiting_max = std::max<int64_t>(b.waiting_max, it.waiting);
+  b.kv_weighted += static_cast<double>(it.kv_blocks_used) * seconds;
+  b.kv_max = std::max(b.kv_max, it.kv_blocks_used);
+  b.kv_total = it.kv_blocks_total;
+  if (level_ < LogLevel::kIterations || !write_error_.empty()) return;
   begin();
   sqlite3_stmt* s = insert_iteration_;
   sqlite3_bind_int64(s, 1, run_id_);
@@ -168,6 +227,9 @@ void DbRecorder::on_run_end(RunOutcome outcome, const std::string& error) {
   ended_ = true;
   // The metrics rows and the final status go in one transaction with the last rows, so a reader
   // never sees a finished run without its metrics.
+  for (size_t r = 0; r < buckets_.size() && write_error_.empty(); ++r) {
+    if (buckets_[r].index >= 0) write_bucket(static_cast<int32_t>(r), buckets_[r]);
+  }
   if (write_error_.empty()) {
     begin();
     sqlite3_stmt* s = nullptr;

@@ -22,7 +22,8 @@
 
 namespace servesim {
 
-// What a run logs beyond its runs and metrics rows.
+// What a run logs beyond its runs and metrics rows: kRequests adds a requests row per request and
+// a timeline row per replica and time bucket; kIterations adds an iterations row per iteration.
 enum class LogLevel { kSummary, kRequests, kIterations };
 
 // "summary" | "requests" | "iterations" (RunConfig::log).
@@ -31,14 +32,17 @@ LogLevel parse_log_level(const std::string& name);
 class DbRecorder : public Recorder {
  public:
   // REQUIRES: run_id is a runs row of db (from Database::begin_run).
+  // resolution: the timeline's bucket width in seconds (> 0).
   DbRecorder(Database& db, int64_t run_id, const MetricsAccumulator& metrics,
-             LogLevel level = LogLevel::kIterations);
+             LogLevel level = LogLevel::kIterations, double resolution = 1.0);
   // Commits what is pending if on_run_end was never called (the run row stays 'running').
   ~DbRecorder() override;
   DbRecorder(const DbRecorder&) = delete;
   DbRecorder& operator=(const DbRecorder&) = delete;
 
-  // Writes the iterations row: times in seconds, kv_blocks_total and predicted NULL when -1.
+  // Adds the iteration to its replica's timeline bucket (writing the bucket before when it starts a
+  // new one), and writes its iterations row: times in seconds, kv_blocks_total and predicted NULL
+  // when -1.
   void on_iteration(const IterationRecord& it, std::span<const BatchItem> items) override;
 
   // Writes the requests row: times NULL where the Request's are -1; status 'finished' (kDone with
@@ -77,6 +81,17 @@ class DbRecorder : public Recorder {
   int64_t rows_in_transaction_ = 0;
   std::string write_error_;
   const LogLevel level_;
+  const double resolution_;
+  // The timeline bucket in progress, per replica.
+  struct Bucket {
+    int64_t index = -1;  // -1: none yet
+    int64_t iterations = 0, prefill = 0, decode = 0, emitted = 0, preemptions = 0;
+    int64_t seqs_max = 0, waiting_max = 0, kv_max = 0, kv_total = -1;
+    double busy = 0, kv_weighted = 0;
+  };
+  std::vector<Bucket> buckets_;
+  sqlite3_stmt* insert_timeline_ = nullptr;
+  void write_bucket(int32_t replica, const Bucket& b);
   std::vector<Metric> final_metrics_;
 };
 

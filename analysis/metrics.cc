@@ -50,16 +50,25 @@ constexpr auto kNames = std::to_array<std::string_view>({
 constexpr std::array<double, 3> kPercentiles = {50, 90, 99};
 constexpr std::array<std::string_view, 3> kPercentileSuffixes = {"_p50", "_p90", "_p99"};
 
-// Appends name_mean and name_p50/p90/p99 of values (any order), unless values is empty.
+// Appends name_mean and name_p50/p90/p99 of values (any order), unless values is empty. The
+// percentiles are those of the sorted values (numpy's linear method), found by selection rather
+// than a full sort: each needs the values at two adjacent ranks, and the percentiles ascend, so
+// each selection works on what lies above the previous one.
 void add_distribution(std::vector<Metric>& out, std::string_view name, std::vector<double> values) {
   if (values.empty()) return;
   double sum = 0;
   for (double v : values) sum += v;
   out.push_back({std::string(name) + "_mean", sum / static_cast<double>(values.size())});
-  std::sort(values.begin(), values.end());
+  const auto n = static_cast<int64_t>(values.size());
+  auto from = values.begin();
   for (size_t i = 0; i < kPercentiles.size(); ++i) {
-    out.push_back({std::string(name) + std::string(kPercentileSuffixes[i]),
-                   percentile(values, kPercentiles[i])});
+    const VirtualIndex v = virtual_index(n, kPercentiles[i]);
+    const auto lo = values.begin() + v.lo;
+    std::nth_element(from, lo, values.end());
+    const double a = *lo;
+    const double b = v.hi == v.lo ? a : *std::min_element(lo + 1, values.end());
+    out.push_back({std::string(name) + std::string(kPercentileSuffixes[i]), lerp(a, b, v.gamma)});
+    from = lo;
   }
 }
 

@@ -72,7 +72,7 @@ po::options_description run_options() {
     ("goodput", po::value<std::vector<std::string>>()->value_name("KEY:MS")->multitoken()->composing(),
      "SLOs in milliseconds for request_goodput and slo_attainment, as vLLM bench: ttft:2000 tpot:100 e2el:10000  [goodput.ttft, ...]")
     ("log", po::value<std::string>()->value_name("WHAT"),
-     "rows logged: iterations (default: every request and iteration) | requests | summary (runs and metrics only)  [log]")
+     "rows logged: requests (default: every request, and per replica a timeline row per simulated second) | iterations (also every iteration) | summary (runs and metrics only)  [log]")
     ("help,h", "show this help");
   // clang-format on
   return o;

@@ -176,11 +176,14 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
   mo.block_size = config.block_size;
   mo.kv_bytes_per_token = first.kv_bytes_per_block() / config.block_size;
   MetricsAccumulator metrics(mo);
-  DbRecorder writer(*db, run_id.value(), metrics, parse_log_level(config.log));
+  // The measuring backends log every iteration: `sim validate` and `sim calibrate` read them.
+  const bool measuring = config.backend == "cpu" || config.backend == "cuda";
+  DbRecorder writer(*db, run_id.value(), metrics,
+                    measuring ? LogLevel::kIterations : parse_log_level(config.log), config.log_resolution);
   // A measuring backend also logs every batch's items, for `sim validate --hardware` and
   // `sim calibrate`; declared after the writer so that its rows land in the writer's transaction.
   std::optional<BatchLog> batch_log;
-  if (config.backend == "cpu" || config.backend == "cuda") batch_log.emplace(*db, run_id.value());
+  if (measuring) batch_log.emplace(*db, run_id.value());
   std::vector<Recorder*> recorders = {&metrics};
   if (batch_log) recorders.push_back(&*batch_log);
   recorders.push_back(&writer);

@@ -31,8 +31,12 @@
 // Service-level objectives and cost:
 //   goodput.ttft|tpot|e2el       --goodput ttft:MS ...    none (milliseconds, vLLM's --goodput)
 //   price_per_hour_usd           --set                    the hardware file's (USD per GPU-hour)
-//   log                          --log WHAT               "iterations": every row; "requests":
-//                                                         no iterations; "summary": run + metrics
+//   log                          --log WHAT               "requests": a row per request and a
+//                                                         timeline row per replica and bucket;
+//                                                         "iterations": also a row per iteration
+//                                                         (always, for the measuring backends);
+//                                                         "summary": the runs and metrics rows
+//   log_resolution               --set                    1 (seconds per timeline bucket)
 // The configuration is immutable once resolved; derived values (KV blocks) live elsewhere.
 #pragma once
 
@@ -77,7 +81,8 @@ struct RunConfig {
   // Service-level objectives in seconds (0: none), for request_goodput and slo_attainment.
   double slo_ttft = 0, slo_tpot = 0, slo_e2el = 0;
   double price_per_hour_usd = -1;  // per GPU; -1: the hardware file's
-  std::string log = "iterations";  // iterations | requests | summary
+  std::string log = "requests";    // summary | requests | iterations
+  double log_resolution = 1.0;     // seconds per timeline bucket
 };
 
 // Parses one token of vLLM's --goodput ("ttft:2000", milliseconds) into `config`. Errors name the

@@ -25,6 +25,8 @@ struct IterationRecord {
   int64_t kv_blocks_used = 0;  // after the iteration's allocations
   int64_t kv_blocks_total = -1;  // -1: unlimited
   Time predicted = -1;         // a cost model's prediction beside a measured duration, or -1
+  int32_t waiting = 0;         // requests left waiting when the batch was formed
+  int32_t preempted = 0;       // requests preempted to form it
 };
 
 enum class RunOutcome { kDone, kInterrupted, kFailed };

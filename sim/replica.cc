@@ -49,6 +49,7 @@ Time Replica::start_iteration(Time now) {
   assert(!busy_);
   now_ = now;
   batch_.clear();
+  preempted_ = 0;
   policy_->next_batch(*this, now, batch_);
   wake_at_ = batch_.wake_at;
   if (batch_.empty()) return kNever;
@@ -56,6 +57,8 @@ Time Replica::start_iteration(Time now) {
   record_ = IterationRecord{};
   record_.replica = id_;
   record_.step = step_;
+  record_.waiting = static_cast<int32_t>(waiting_.size());
+  record_.preempted = preempted_;
   record_.start = now;
   for (const BatchItem& item : batch_.items) {
     const Sequence& s = *item.seq;
@@ -154,6 +157,7 @@ void Replica::preempt(Sequence* seq) {
   kv_.free(*seq);
   seq->num_computed = 0;  // recompute: the prompt and the output so far are prefilled again
   ++seq->preemptions;
+  ++preempted_;
   seq->status = RequestStatus::kWaiting;
   if (queue_order_ == QueueOrder::kPriority) {
     insert_by_priority(seq);

@@ -88,6 +88,7 @@ class Replica final : public ReplicaView {
   Time wake_at_ = kNever;
   std::string failure_;
   int64_t step_ = 0;
+  int32_t preempted_ = 0;    // preemptions while forming the batch in progress
   bool busy_ = false;
 };
 

@@ -81,10 +81,13 @@ TEST_F(Cli, TheSameSeedGivesTheSameRowsAndAnotherSeedOthers) {
       "SELECT group_concat(step || ',' || start || ',' || num_seqs || ',' || prefill_tokens, ';') "
       "FROM iterations";
   const std::string metrics = "SELECT group_concat(name || '=' || value, ';') FROM metrics";
-  ASSERT_EQ(sim({"--trace", "pareto.toml", "--db", "a.db"}).status, 0);
-  ASSERT_EQ(sim({"--trace", "pareto.toml", "--db", "b.db"}).status, 0);
-  ASSERT_EQ(sim({"--trace", "pareto.toml", "--db", "c.db", "--seed", "7"}).status, 0);
-  for (const std::string& q : {rows, iters, metrics}) {
+  const std::string timeline =
+      "SELECT group_concat(replica || ',' || bucket || ',' || iterations || ',' || busy || ',' || "
+      "emitted || ',' || waiting_max || ',' || kv_blocks_mean, ';') FROM timeline";
+  ASSERT_EQ(sim({"--trace", "pareto.toml", "--db", "a.db", "--log", "iterations"}).status, 0);
+  ASSERT_EQ(sim({"--trace", "pareto.toml", "--db", "b.db", "--log", "iterations"}).status, 0);
+  ASSERT_EQ(sim({"--trace", "pareto.toml", "--db", "c.db", "--seed", "7", "--log", "iterations"}).status, 0);
+  for (const std::string& q : {rows, iters, metrics, timeline}) {
     EXPECT_FALSE(query(q, "a.db").empty());
     EXPECT_EQ(query(q, "a.db"), query(q, "b.db"));
     EXPECT_NE(query(q, "a.db"), query(q, "c.db"));
@@ -212,7 +215,7 @@ TEST_F(CliSignals, StopSignalsMarkTheRunInterruptedAndKeepWhatWasLogged) {
     EXPECT_EQ(WEXITSTATUS(st), 130);
     EXPECT_EQ(query("SELECT status FROM runs"), "interrupted");
     EXPECT_NE(query("SELECT finished_at FROM runs"), "");
-    EXPECT_NE(query("SELECT count(*) FROM iterations"), "0");
+    EXPECT_NE(query("SELECT count(*) FROM timeline"), "0");
     EXPECT_NE(query("SELECT count(*) FROM requests WHERE status = 'unfinished'"), "0");
   }
 }

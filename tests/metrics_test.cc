@@ -169,6 +169,35 @@ TEST(MetricsAccumulator, MetricsComeInCanonicalOrder) {
   EXPECT_EQ(metrics.size(), names.size() - 15) << [&] { std::string s; for (const Metric& m : metrics) s += m.name + " "; return s; }();
 }
 
+// The percentiles found by selection equal those of the fully sorted values, exactly, with ties.
+TEST(MetricsAccumulator, SelectedPercentilesEqualSortedOnes) {
+  for (int n : {1, 2, 3, 10, 101, 1000, 4097}) {
+    MetricsAccumulator acc({});
+    std::vector<double> e2el;
+    std::deque<RequestSpec> specs;
+    uint64_t x = 88172645463325252ULL + static_cast<uint64_t>(n);
+    for (int i = 0; i < n; ++i) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      specs.push_back({"r" + std::to_string(i), 0, 1, 1, 0, 0});
+      Request r;
+      r.spec = &specs.back();
+      r.status = RequestStatus::kDone;
+      r.replica = 0;
+      r.arrival = 0;
+      r.scheduled = 0;
+      r.first_token = r.finished = static_cast<Time>(x % 977) * 1000 + 1;  // many ties
+      r.num_output = 1;
+      acc.on_request(r);
+      e2el.push_back(to_seconds(r.finished));
+    }
+    std::sort(e2el.begin(), e2el.end());
+    const auto m = by_name(acc.compute());
+    EXPECT_EQ(m.at("e2el_p50"), percentile(e2el, 50)) << n;
+    EXPECT_EQ(m.at("e2el_p90"), percentile(e2el, 90)) << n;
+    EXPECT_EQ(m.at("e2el_p99"), percentile(e2el, 99)) << n;
+  }
+}
+
 TEST(MetricsAccumulator, OmitsMetricsWithoutData) {
   MetricsAccumulator acc({});
   auto m = by_name(acc.compute());

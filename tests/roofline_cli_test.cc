@@ -9,7 +9,7 @@ namespace {
 using RooflineCli = Cli;
 
 TEST_F(RooflineCli, TheDefaultRunIsLlama3OnAnA100AndPlausible) {
-  const Outcome o = sim({"--policy", "chunked-prefill", "--trace", "pareto.toml"});
+  const Outcome o = sim({"--policy", "chunked-prefill", "--trace", "pareto.toml", "--log", "iterations"});
   ASSERT_EQ(o.status, 0) << o.output;
   // Presets are named by name, not by their install path.
   EXPECT_NE(o.output.find("a100-80gb / llama-3-8b"), std::string::npos) << o.output;

@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""Benchmark (issue 11, goal 1): the 100,000-request Azure conversation replay that Vidur's speed is
+measured on, through `sim`, in the four cases of the issue:
+
+    Llama-2-7B on one A100-80GB per replica, --max-num-seqs 128, roofline;
+    continuous batching with --max-num-batched-tokens 4096, and chunked prefill at 512;
+    on 1 and on 8 replicas.
+
+    python3 bench/replay_100k.py [--sim PATH] [--trace CSV] [--log WHAT] [--repeat N]
+
+Prints, per case, the wall time, the CPU time (user + system) and the peak memory (max RSS) of the
+`sim` process, the best of --repeat runs (default 3), and the database's size. Vidur (PyPI 0.0.26)
+took 151 s for the same replay on this 2-core machine (issue 11), so 1,000x is about 0.15 s.
+"""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+CASES = [("continuous", "4096", 1), ("continuous", "4096", 8), ("chunked-prefill", "512", 1),
+         ("chunked-prefill", "512", 8)]
+
+
+def run_once(cmd):
+    """Wall time, CPU time and peak memory of one run of cmd (its own rusage, by wait4)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    err = proc.stderr.read()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        sys.exit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{err}")
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sim", default=os.path.join(ROOT, "build", "sim", "sim"))
+    ap.add_argument("--trace", default=os.path.join(ROOT, "..", "shared", "traces", "azure_conv_100k.vidur.csv"))
+    ap.add_argument("--log", default=None, help="--log level passed to sim (default: sim's)")
+    ap.add_argument("--repeat", type=int, default=3)
+    a = ap.parse_args()
+    tmp = tempfile.mkdtemp(prefix="servesim-replay-")
+    try:
+        print(f"{'policy':<16} {'budget':>6} {'replicas':>8} {'wall s':>8} {'CPU s':>8} {'peak MB':>8} {'db MB':>8}")
+        for policy, budget, replicas in CASES:
+            best = None
+            for i in range(a.repeat):
+                db = os.path.join(tmp, f"r{i}.db")
+                cmd = [a.sim, "--trace", a.trace, "--model", "llama-2-7b", "--hardware", "a100-80gb",
+                       "--policy", policy, "--max-num-seqs", "128", "--max-num-batched-tokens", budget,
+                       "--replicas", str(replicas), "--db", db]
+                if a.log:
+                    cmd += ["--log", a.log]
+                wall, cpu, rss = run_once(cmd)
+                size = sum(os.path.getsize(db + s) for s in ("", "-wal") if os.path.exists(db + s)) / 1e6
+                os.remove(db)
+                if best is None or wall < best[0]:
+                    best = (wall, cpu, rss, size)
+            print(f"{policy:<16} {budget:>6} {replicas:>8} {best[0]:>8.2f} {best[1]:>8.2f} {best[2]:>8.0f} {best[3]:>8.1f}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
