@@ -19,11 +19,11 @@ const std::vector<BackendInfo>& backend_registry() {
       {"cpu",
        "the real engine on the host: executes every batch with the float32 reference model (tiny "
        "models), measures it, and logs the roofline's prediction beside it",
-       &make_cpu_backend},
+       &make_cpu_backend, /*measures=*/true},
       {"cuda",
        "the real engine on one NVIDIA GPU: executes every batch (bf16, cuBLAS), measures it, and "
        "logs the roofline's prediction beside it",
-       &load_cuda_backend},
+       &load_cuda_backend, /*measures=*/true},
       {"unit", "every iteration costs one time unit; KV memory unlimited unless kv.blocks is set",
        [](const BackendSetup&) -> Result<std::unique_ptr<Backend>> {
          return std::unique_ptr<Backend>(std::make_unique<UnitBackend>());
@@ -50,6 +50,13 @@ Result<const BackendInfo*> find_backend(std::string_view name) {
           "(available: " + known + ")";
   }
   return Error{msg};
+}
+
+bool is_measuring_backend(std::string_view name) {
+  for (const BackendInfo& b : backend_registry()) {
+    if (b.name == name) return b.measures;
+  }
+  return false;
 }
 
 }  // namespace servesim

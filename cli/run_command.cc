@@ -1,27 +1,14 @@
-// `sim run`: resolve the configuration, load the workload, build one policy and backend per replica,
-// open the database, simulate, and print the summary. Everything that reads user input is checked
-// before the run's row is written, so bad input leaves no half-written run.
-#include <unistd.h>
-
+// `sim run`: the configuration from --config, the flags and --set, run by run_configuration()
+// (runner/run.h, which checks all input before the run's row is written), then the summary.
 #include <iostream>
-#include <memory>
-#include <optional>
 
 #include <boost/program_options.hpp>
 
-#include "analysis/batch_log.h"
-#include "analysis/database.h"
-#include "analysis/db_recorder.h"
-#include "analysis/metrics.h"
 #include "analysis/report.h"
-#include "backends/registry.h"
-#include "policies/registry.h"
 #include "cli/cli.h"
-#include "sim/config.h"
-#include "sim/presets.h"
 #include "runner/run.h"
+#include "sim/config.h"
 #include "sim/stop_signals.h"
-#include "workloads/workload.h"
 
 namespace servesim {
 namespace po = boost::program_options;
@@ -72,7 +59,7 @@ po::options_description run_options() {
     ("goodput", po::value<std::vector<std::string>>()->value_name("KEY:MS")->multitoken()->composing(),
      "SLOs in milliseconds for request_goodput and slo_attainment, as vLLM bench: ttft:2000 tpot:100 e2el:10000  [goodput.ttft, ...]")
     ("log", po::value<std::string>()->value_name("WHAT"),
-     "rows logged: requests (default: every request, and per replica a timeline row per simulated second) | iterations (also every iteration) | summary (runs and metrics only)  [log]")
+     "rows logged: requests (every request, and per replica a timeline row per simulated second; the default) | iterations (also every iteration; the default with the unit backend) | summary (runs and metrics only)  [log]")
     ("help,h", "show this help");
   // clang-format on
   return o;

@@ -51,12 +51,7 @@ Result<std::shared_ptr<const Workload>> WorkloadCache::get(const std::string& pa
   return loaded_.emplace(key, std::move(shared)).first->second;
 }
 
-std::optional<double> RunOutput::metric(std::string_view name) const {
-  for (const Metric& m : metrics) {
-    if (m.name == name) return m.value;
-  }
-  return std::nullopt;
-}
+std::optional<double> RunOutput::metric(std::string_view name) const { return find_metric(metrics, name); }
 
 Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironment& env) {
   if (config.trace.empty()) {
@@ -176,10 +171,14 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
   mo.block_size = config.block_size;
   mo.kv_bytes_per_token = first.kv_bytes_per_block() / config.block_size;
   MetricsAccumulator metrics(mo);
-  // The measuring backends log every iteration: `sim validate` and `sim calibrate` read them.
-  const bool measuring = config.backend == "cpu" || config.backend == "cuda";
-  DbRecorder writer(*db, run_id.value(), metrics,
-                    measuring ? LogLevel::kIterations : parse_log_level(config.log), config.log_resolution);
+  // The measuring backends log every iteration (`sim validate` and `sim calibrate` read them); so
+  // does the unit backend unless told otherwise, whose step-by-step schedule is what it shows.
+  const bool measuring = backend_info.value()->measures;
+  const LogLevel level = measuring                ? LogLevel::kIterations
+                         : !config.log.empty()    ? parse_log_level(config.log)
+                         : first.counts_steps()   ? LogLevel::kIterations
+                                                  : LogLevel::kRequests;
+  DbRecorder writer(*db, run_id.value(), metrics, level, config.log_resolution);
   // A measuring backend also logs every batch's items, for `sim validate --hardware` and
   // `sim calibrate`; declared after the writer so that its rows land in the writer's transaction.
   std::optional<BatchLog> batch_log;

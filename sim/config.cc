@@ -118,7 +118,7 @@ Result<RunConfig> resolve_config(toml::table table) {
   c.num_prompts = top.integer("num_prompts", 0, 1, 10'000'000'000LL);
   c.max_concurrency = top.integer("max_concurrency", 0, 1, INT32_MAX);
   c.price_per_hour_usd = top.number("price_per_hour_usd", -1, 0, 1e6);
-  c.log = top.choice("log", c.log, {"iterations", "requests", "summary"});
+  c.log = top.choice("log", "", {"iterations", "requests", "summary"});
   c.log_resolution = top.number("log_resolution", c.log_resolution, 1e-6, 1e9);
   if (const toml::table* goodput = top.table("goodput")) {
     OptionReader g(*goodput, "goodput");
@@ -189,7 +189,7 @@ std::string config_to_toml(const RunConfig& c, const toml::table& policy_options
   if (c.num_prompts > 0) t.insert("num_prompts", c.num_prompts);
   if (c.max_concurrency > 0) t.insert("max_concurrency", c.max_concurrency);
   if (c.price_per_hour_usd >= 0) t.insert("price_per_hour_usd", c.price_per_hour_usd);
-  if (c.log != RunConfig{}.log) t.insert("log", c.log);
+  if (!c.log.empty()) t.insert("log", c.log);
   if (c.log_resolution != RunConfig{}.log_resolution) t.insert("log_resolution", c.log_resolution);
   if (c.slo_ttft > 0 || c.slo_tpot > 0 || c.slo_e2el > 0) {
     toml::table g;

@@ -33,9 +33,12 @@
 //   price_per_hour_usd           --set                    the hardware file's (USD per GPU-hour)
 //   log                          --log WHAT               "requests": a row per request and a
 //                                                         timeline row per replica and bucket;
-//                                                         "iterations": also a row per iteration
-//                                                         (always, for the measuring backends);
-//                                                         "summary": the runs and metrics rows
+//                                                         "iterations": also a row per iteration;
+//                                                         "summary": the runs and metrics rows.
+//                                                         Default: requests with the roofline,
+//                                                         iterations with the unit backend (its
+//                                                         step-by-step schedule is the point);
+//                                                         always iterations for cpu and cuda
 //   log_resolution               --set                    1 (seconds per timeline bucket)
 // The configuration is immutable once resolved; derived values (KV blocks) live elsewhere.
 #pragma once
@@ -81,7 +84,7 @@ struct RunConfig {
   // Service-level objectives in seconds (0: none), for request_goodput and slo_attainment.
   double slo_ttft = 0, slo_tpot = 0, slo_e2el = 0;
   double price_per_hour_usd = -1;  // per GPU; -1: the hardware file's
-  std::string log = "requests";    // summary | requests | iterations
+  std::string log;                 // summary | requests | iterations; "": by backend (see above)
   double log_resolution = 1.0;     // seconds per timeline bucket
 };
 

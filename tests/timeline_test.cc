@@ -18,8 +18,11 @@ TEST_F(Timeline, EachLogLevelWritesWhatItSays) {
       "timeline WHERE run_id = %d) || ' ' || (SELECT count(*) > 0 FROM iterations WHERE run_id = %d) || "
       "' ' || (SELECT count(*) > 0 FROM metrics WHERE run_id = %d)";
   char sql[512];
-  const std::string expected[] = {"0 0 0 1", "200 1 0 1", "200 1 1 1"};
-  for (int run = 1; run <= 3; ++run) {
+  // The unit backend logs every iteration unless told otherwise.
+  ASSERT_EQ(sim({"--backend", "unit", "--trace", "seed-toy.toml"}).status, 0);
+  ASSERT_EQ(sim({"--backend", "unit", "--trace", "seed-toy.toml", "--log", "requests"}).status, 0);
+  const std::string expected[] = {"0 0 0 1", "200 1 0 1", "200 1 1 1", "5 1 1 1", "5 1 0 1"};
+  for (int run = 1; run <= 5; ++run) {
     std::snprintf(sql, sizeof sql, counts, run, run, run, run);
     EXPECT_EQ(query(sql), expected[run - 1]) << "run " << run;
   }
