@@ -93,14 +93,8 @@ Status merge_one(Database& db, int64_t& runs, int64_t& sweeps) {
       const unsigned char* t = sqlite3_column_text(list, i);
       return t ? std::string(reinterpret_cast<const char*>(t)) : std::string();
     };
-    const std::string kind = text(1), spec = text(2), keys_text = text(3);
-    std::vector<std::string> keys;
-    for (size_t start = 0; !keys_text.empty();) {
-      const size_t comma = keys_text.find(',', start);
-      keys.push_back(keys_text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-      if (comma == std::string::npos) break;
-      start = comma + 1;
-    }
+    const std::string kind = text(1), spec = text(2);
+    const std::vector<std::string> keys = split_sweep_keys(text(3));
     if (Status s = add_point_columns(db, keys); !s.ok()) {
       status = s;
       break;

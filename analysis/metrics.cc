@@ -97,6 +97,13 @@ double weighted_percentile(std::span<const WeightedValue> runs, double p) {
 
 std::span<const std::string_view> metric_names() { return kNames; }
 
+std::optional<double> find_metric(std::span<const Metric> metrics, std::string_view name) {
+  for (const Metric& m : metrics) {
+    if (m.name == name) return m.value;
+  }
+  return std::nullopt;
+}
+
 MetricsAccumulator::MetricsAccumulator(MetricsOptions options) : options_(options) {}
 
 void MetricsAccumulator::on_iteration(const IterationRecord& it, std::span<const BatchItem> items) {
@@ -166,6 +173,7 @@ void MetricsAccumulator::on_request(const Request& r) {
     }
   }
   if (r.scheduled >= 0) queue_.push_back(to_seconds(r.scheduled - r.arrival));
+  if (!has_slos()) return;
   // Goodput as vLLM's: TPOT is 0 for a one-token response; each objective given must be met.
   const double ttft = r.first_token >= 0 ? to_seconds(r.first_token - r.arrival) : 0;
   const double tpot = r.num_output > 1 && r.first_token >= 0

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -82,6 +83,9 @@ struct WeightedValue {
 // expanded sample.
 // REQUIRES: !runs.empty(), runs sorted by value, every count >= 1, 0 <= p <= 100.
 double weighted_percentile(std::span<const WeightedValue> runs, double p);
+
+// The value of metric `name` in `metrics`, if it is there.
+std::optional<double> find_metric(std::span<const Metric> metrics, std::string_view name);
 
 // Every metric name that compute() may return, in the order it returns them.
 std::span<const std::string_view> metric_names();

@@ -204,8 +204,9 @@ void print_summary(std::ostream& out, const SummaryHeader& header,
   if (const double* rejected = find(metrics, "rejected"); rejected && *rejected > 0) {
     // By cause, largest first; the share of all requests, since percentiles cover only the served.
     std::vector<std::pair<double, std::string>> causes;
-    for (const char* cause : {"context_length", "kv_capacity", "batch_tokens", "parent"}) {
-      if (const double* n = find(metrics, std::string("rejected_") + cause)) causes.emplace_back(*n, cause);
+    for (int c = 1; c < kNumRejectCauses; ++c) {
+      const std::string cause = reject_cause_name(static_cast<RejectCause>(c));
+      if (const double* n = find(metrics, "rejected_" + cause)) causes.emplace_back(*n, cause);
     }
     std::stable_sort(causes.begin(), causes.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
     const double* completed = find(metrics, "completed");

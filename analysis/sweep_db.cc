@@ -20,7 +20,9 @@ std::string join_keys(const std::vector<std::string>& keys) {
   return out;
 }
 
-std::vector<std::string> split_keys(const std::string& text) {
+}  // namespace
+
+std::vector<std::string> split_sweep_keys(const std::string& text) {
   std::vector<std::string> out;
   size_t start = 0;
   while (start <= text.size() && !text.empty()) {
@@ -31,6 +33,8 @@ std::vector<std::string> split_keys(const std::string& text) {
   }
   return out;
 }
+
+namespace {
 
 void bind_text(sqlite3_stmt* s, int i, const std::string& v) {
   if (v.empty()) {
@@ -189,7 +193,7 @@ Result<StoredSweep> read_sweep(Database& db, std::optional<int64_t> id) {
   s.status = column_text(st.s, 3);
   s.spec = column_text(st.s, 4);
   s.answer = column_text(st.s, 5);
-  s.keys = split_keys(column_text(st.s, 6));
+  s.keys = split_sweep_keys(column_text(st.s, 6));
   s.points = sqlite3_column_int64(st.s, 7);
   return s;
 }

@@ -66,6 +66,9 @@ Result<StoredSweep> read_sweep(Database& db, std::optional<int64_t> id);
 Result<std::vector<int64_t>> points_with_status(Database& db, int64_t sweep_id,
                                                 const std::vector<std::string>& statuses);
 
+// The keys of sweeps.keys ("replicas,tp"), in order.
+std::vector<std::string> split_sweep_keys(const std::string& text);
+
 // SQL identifier for a key: "replicas", "policy.max_wait" (double-quoted, quotes doubled).
 std::string quote_identifier(const std::string& key);
 

@@ -29,26 +29,19 @@ void print_search_help(std::ostream& out, const po::options_description& o) {
          "is recorded in the database as a point of one search (sim report --sweep).\n\n"
       << o
       << "\nExamples:\n"
-         "  sim search --trace azure-conv.toml --model llama-3-8b --slo p99_ttft=2s\n"
-         "  sim search --trace azure-conv.toml --model llama-3-70b --request-rate 11 --slo p99_ttft=2s \\\n"
+         "  sim search --trace ../shared/traces/AzureLLMInferenceTrace_conv.csv --model llama-3-8b --slo p99_ttft=2s\n"
+         "  sim search --trace ../shared/traces/AzureLLMInferenceTrace_conv.csv --model llama-3-70b --request-rate 11 --slo p99_ttft=2s \\\n"
          "      --grid hardware=a100-80gb,h100-sxm --grid tp=4,8 --grid replicas=1,2,3,4,6,8 --minimize cost_per_hour\n";
 }
 
-std::string value_text(const toml::node* n) {
-  if (n == nullptr) return "-";
-  if (const auto* s = n->as_string()) return s->get();
-  return describe_value(*n);
-}
+std::string value_text(const toml::node* n) { return n == nullptr ? "-" : plain_value(*n); }
 
 std::string metric_text(const PointOutcome& o, const char* name, double scale, const char* fmt) {
-  for (const Metric& m : o.metrics) {
-    if (m.name == name) {
-      char buf[64];
-      std::snprintf(buf, sizeof buf, fmt, m.value * scale);
-      return buf;
-    }
-  }
-  return "-";
+  const std::optional<double> v = find_metric(o.metrics, name);
+  if (!v) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, fmt, *v * scale);
+  return buf;
 }
 
 void print_table(std::ostream& out, const std::vector<std::vector<std::string>>& rows) {

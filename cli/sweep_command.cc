@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/merge.h"
+#include "backends/registry.h"
 #include "analysis/sweep_db.h"
 #include "analysis/sweep_report.h"
 #include "cli/cli.h"
@@ -156,12 +157,9 @@ int sweep_command(const std::vector<std::string>& args, std::ostream& out, std::
     bool measuring = false;
     for (const SweepAxis& a : spec.grid) {
       if (a.key != "backend") continue;
-      for (const toml::node& v : a.values) {
-        const std::string name = v.value_or(std::string());
-        measuring = measuring || name == "cpu" || name == "cuda";
-      }
+      for (const toml::node& v : a.values) measuring = measuring || is_measuring_backend(v.value_or(std::string()));
     }
-    if (const auto* b = spec.fixed.get_as<std::string>("backend")) measuring = measuring || b->get() == "cpu" || b->get() == "cuda";
+    if (const auto* b = spec.fixed.get_as<std::string>("backend")) measuring = measuring || is_measuring_backend(b->get());
     if (measuring) {
       err << "sim sweep: note: the cpu and cuda engines measure real time, so their points run one at a time\n";
       options.jobs = 1;

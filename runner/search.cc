@@ -34,10 +34,7 @@ std::string rate_text(double r) {
 }
 
 std::optional<double> metric_of(const PointOutcome& o, const std::string& name) {
-  for (const Metric& m : o.metrics) {
-    if (m.name == name) return m.value;
-  }
-  return std::nullopt;
+  return find_metric(o.metrics, name);
 }
 
 // The cost a probe's configuration has before it runs (gpus, cost_per_hour), or nullopt when only a
@@ -381,7 +378,7 @@ Result<SearchResult> run_search(const SearchSpec& spec, const SearchOptions& opt
       for (size_t i = 0; i < spec.grid.size(); ++i) {
         if (i == replicas_axis) continue;
         label += (label.empty() ? "" : " ") + spec.grid[i].key + "=" +
-                 (v[i]->is_string() ? v[i]->as_string()->get() : describe_value(*v[i]));
+                 plain_value(*v[i]);
       }
       std::string note;
       if (pruned && found < 0) {
@@ -411,7 +408,7 @@ Result<SearchResult> run_search(const SearchSpec& spec, const SearchOptions& opt
       std::string what;
       for (size_t i = 0; i < result.keys.size(); ++i) {
         what += (what.empty() ? "" : " ") + result.keys[i] + "=" +
-                (p.values[i]->is_string() ? p.values[i]->as_string()->get() : describe_value(*p.values[i]));
+                plain_value(*p.values[i]);
       }
       char cost[96];
       std::snprintf(cost, sizeof cost, "%.4g %s", best_cost,

@@ -14,12 +14,6 @@
 namespace servesim {
 namespace {
 
-// A value as the user wrote it, for messages and describe().
-std::string value_text(const toml::node& n) {
-  if (const auto* s = n.as_string()) return s->get();
-  return describe_value(n);
-}
-
 // `text` as a TOML value when it is one, else as a string.
 toml::array value_from_text(const std::string& text) {
   toml::array out;
@@ -129,7 +123,7 @@ std::string SweepSpec::describe(int64_t point) const {
   std::string out;
   const std::vector<const toml::node*> v = values(point);
   for (size_t i = 0; i < grid.size(); ++i) {
-    out += (i ? " " : "") + grid[i].key + "=" + value_text(*v[i]);
+    out += (i ? " " : "") + grid[i].key + "=" + plain_value(*v[i]);
   }
   return out;
 }

@@ -8,7 +8,7 @@
 //   name = "replicas x rate"       # optional
 //   log = "summary"                # optional: rows each point logs (summary | requests | iterations)
 //   [fixed]                        # the base configuration
-//   trace = "azure-conv.toml"
+//   trace = "pareto.toml"
 //   hardware = "h100-sxm"
 //   [grid]                         # each key a non-empty list; dotted keys reach into tables
 //   replicas = [1, 2, 4, 8]

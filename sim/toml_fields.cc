@@ -117,6 +117,11 @@ Error error_at(const std::string& path, const toml::source_position& pos, std::s
   return Error{std::move(text)};
 }
 
+std::string plain_value(const toml::node& node) {
+  if (const auto* s = node.as_string()) return s->get();
+  return describe_value(node);
+}
+
 std::string format_number(double x) {
   if (std::isnan(x)) return "nan";
   if (std::isinf(x)) return x > 0 ? "inf" : "-inf";

@@ -47,6 +47,10 @@ Error error_at(const std::string& path, const toml::source_position& pos, std::s
 // a table, an array, a date.
 std::string describe_value(const toml::node& node);
 
+// A value as a table cell or a point's label: a string without quotes, anything else as
+// describe_value writes it.
+std::string plain_value(const toml::node& node);
+
 // A number for a message: integers without a fraction (1000000000), others shortest round-trip.
 std::string format_number(double x);
 
