@@ -44,6 +44,9 @@ class DbRecorder : public Recorder {
   // new one), and writes its iterations row: times in seconds, kv_blocks_total and predicted NULL
   // when -1.
   void on_iteration(const IterationRecord& it, std::span<const BatchItem> items) override;
+  // A leap's iterations go through on_iteration one by one (the timeline and iterations rows are
+  // those of running them one by one).
+  bool accepts_decode_steps() const override { return true; }
 
   // Writes the requests row: times NULL where the Request's are -1; status 'finished' (kDone with
   // finished >= 0), 'rejected' (with reason) or 'unfinished'.

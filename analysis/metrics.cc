@@ -50,15 +50,25 @@ constexpr auto kNames = std::to_array<std::string_view>({
 constexpr std::array<double, 3> kPercentiles = {50, 90, 99};
 constexpr std::array<std::string_view, 3> kPercentileSuffixes = {"_p50", "_p90", "_p99"};
 
+// Sums of non-negative values that do not depend on the order they come in (replicas report at
+// their own pace, and a leap reports its iterations together): exact integer sums of nanoseconds,
+// or of values in fixed point with 64 fractional bits (below 1e-19 s, 1e7 values of up to the
+// 1e9 s horizon fit).
+__extension__ typedef __int128 Wide;
+
+double exact_mean(std::span<const double> values) {
+  Wide sum = 0;
+  for (double v : values) sum += static_cast<Wide>(std::ldexp(std::max(v, 0.0), 64));
+  return std::ldexp(static_cast<double>(sum), -64) / static_cast<double>(values.size());
+}
+
 // Appends name_mean and name_p50/p90/p99 of values (any order), unless values is empty. The
 // percentiles are those of the sorted values (numpy's linear method), found by selection rather
 // than a full sort: each needs the values at two adjacent ranks, and the percentiles ascend, so
 // each selection works on what lies above the previous one.
 void add_distribution(std::vector<Metric>& out, std::string_view name, std::vector<double> values) {
   if (values.empty()) return;
-  double sum = 0;
-  for (double v : values) sum += v;
-  out.push_back({std::string(name) + "_mean", sum / static_cast<double>(values.size())});
+  out.push_back({std::string(name) + "_mean", exact_mean(values)});
   const auto n = static_cast<int64_t>(values.size());
   auto from = values.begin();
   for (size_t i = 0; i < kPercentiles.size(); ++i) {
@@ -106,41 +116,95 @@ std::optional<double> find_metric(std::span<const Metric> metrics, std::string_v
 
 MetricsAccumulator::MetricsAccumulator(MetricsOptions options) : options_(options) {}
 
-void MetricsAccumulator::on_iteration(const IterationRecord& it, std::span<const BatchItem> items) {
+void MetricsAccumulator::count_iteration(int32_t replica, Time duration, int32_t emitted,
+                                         int64_t kv_used, int64_t kv_total) {
   ++iterations_;
-  const double seconds = to_seconds(it.duration);
-  emitting_seconds_ += it.emitted * seconds;
-  if (it.kv_blocks_total > 0) {
+  emitting_ns_ += static_cast<Wide>(emitted) * duration;
+  if (kv_total > 0) {
     kv_limited_ = true;
-    kv_weighted_ +=
-        static_cast<double>(it.kv_blocks_used) / static_cast<double>(it.kv_blocks_total) * seconds;
-    kv_seconds_ += seconds;
+    const auto r = static_cast<size_t>(replica);
+    if (kv_.size() <= r) kv_.resize(r + 1);
+    kv_[r].used_ns += static_cast<Wide>(kv_used) * duration;
+    kv_[r].ns += duration;
+    kv_[r].total = kv_total;
   }
-  for (const BatchItem& item : items) {
-    if (item.token_gap < 0) continue;
-    // Most emitting items of an iteration share one gap (its duration): extend the last run.
-    if (!gaps_.empty() && gaps_.back().first == item.token_gap) {
-      ++gaps_.back().second;
-    } else {
-      gaps_.emplace_back(item.token_gap, 1);
-    }
+}
+
+void MetricsAccumulator::add_gaps(Time gap, int64_t n) {
+  // Most emitting items of an iteration share one gap (its duration): extend the last run.
+  if (!gaps_.empty() && gaps_.back().first == gap) {
+    gaps_.back().second += n;
+  } else {
+    gaps_.emplace_back(gap, n);
   }
   // Keep one run per distinct gap, amortized: compact when the runs doubled since the last time.
   if (gaps_.size() > 2 * gaps_compacted_ + 4096) compact_gaps();
 }
 
-void MetricsAccumulator::compact_gaps() {
-  std::sort(gaps_.begin(), gaps_.end());
-  size_t out = 0;
-  for (size_t i = 0; i < gaps_.size(); ++i) {
-    if (out > 0 && gaps_[out - 1].first == gaps_[i].first) {
-      gaps_[out - 1].second += gaps_[i].second;
+void MetricsAccumulator::on_iteration(const IterationRecord& it, std::span<const BatchItem> items) {
+  count_iteration(it.replica, it.duration, it.emitted, it.kv_blocks_used, it.kv_blocks_total);
+  for (const BatchItem& item : items) {
+    if (item.token_gap >= 0) add_gaps(item.token_gap, 1);
+  }
+}
+
+void MetricsAccumulator::on_decode_steps(const DecodeSteps& steps) {
+  for (size_t j = 0; j < steps.durations.size(); ++j) {
+    count_iteration(steps.replica, steps.durations[j], steps.num_seqs, steps.kv_blocks_used[j],
+                    steps.kv_blocks_total);
+    add_gaps(steps.durations[j], steps.num_seqs);
+  }
+}
+
+namespace {
+
+using GapRun = std::pair<Time, int64_t>;
+
+// Sorts runs by gap (>= 0): least significant digit first, 11 bits at a time, only as many passes
+// as the largest gap needs (three below 8.6 s).
+void radix_sort(GapRun* runs, size_t n, std::vector<GapRun>& scratch) {
+  if (n < 512) {
+    std::sort(runs, runs + n);
+    return;
+  }
+  uint64_t bits = 0;
+  for (size_t i = 0; i < n; ++i) bits |= static_cast<uint64_t>(runs[i].first);
+  scratch.resize(n);
+  GapRun* from = runs;
+  GapRun* to = scratch.data();
+  for (int shift = 0; shift < 64 && (bits >> shift) != 0; shift += 11) {
+    std::array<size_t, 2049> start{};
+    for (size_t i = 0; i < n; ++i) ++start[((static_cast<uint64_t>(from[i].first) >> shift) & 2047) + 1];
+    for (size_t d = 1; d < start.size(); ++d) start[d] += start[d - 1];
+    for (size_t i = 0; i < n; ++i) to[start[(static_cast<uint64_t>(from[i].first) >> shift) & 2047]++] = from[i];
+    std::swap(from, to);
+  }
+  if (from != runs) std::copy(from, from + n, runs);
+}
+
+// runs[0, sorted) holds one run per distinct gap, in order; sorts the rest and merges it in.
+void merge_runs(std::vector<GapRun>& runs, size_t sorted, std::vector<GapRun>& scratch) {
+  radix_sort(runs.data() + sorted, runs.size() - sorted, scratch);
+  scratch.clear();
+  scratch.reserve(runs.size());
+  size_t i = 0, j = sorted;
+  while (i < sorted || j < runs.size()) {
+    const GapRun& next = j == runs.size() || (i < sorted && runs[i].first <= runs[j].first) ? runs[i++] : runs[j++];
+    if (!scratch.empty() && scratch.back().first == next.first) {
+      scratch.back().second += next.second;
     } else {
-      gaps_[out++] = gaps_[i];
+      scratch.push_back(next);
     }
   }
-  gaps_.resize(out);
-  gaps_compacted_ = out;
+  runs.swap(scratch);
+}
+
+}  // namespace
+
+void MetricsAccumulator::compact_gaps() {
+  std::vector<GapRun> scratch;
+  merge_runs(gaps_, gaps_compacted_, scratch);
+  gaps_compacted_ = gaps_.size();
 }
 
 void MetricsAccumulator::on_request(const Request& r) {
@@ -255,11 +319,11 @@ std::vector<Metric> MetricsAccumulator::compute() const {
   add_distribution(out, "ttft", ttft_);
   add_distribution(out, "tpot", tpot_);
 
-  std::vector<std::pair<Time, int64_t>> gaps = gaps_;
-  std::sort(gaps.begin(), gaps.end());
+  std::vector<std::pair<Time, int64_t>> gaps = gaps_, scratch;
+  merge_runs(gaps, gaps_compacted_, scratch);
   std::vector<WeightedValue> runs;
   runs.reserve(gaps.size());
-  double gap_sum = 0;
+  Wide gap_sum = 0;  // ns
   int64_t gap_count = 0;
   for (const auto& [gap, n] : gaps) {
     if (!runs.empty() && runs.back().value == to_seconds(gap)) {
@@ -267,11 +331,11 @@ std::vector<Metric> MetricsAccumulator::compute() const {
     } else {
       runs.push_back({to_seconds(gap), n});
     }
-    gap_sum += to_seconds(gap) * static_cast<double>(n);
+    gap_sum += static_cast<Wide>(gap) * n;
     gap_count += n;
   }
   if (gap_count > 0) {
-    out.push_back({"itl_mean", gap_sum / static_cast<double>(gap_count)});
+    out.push_back({"itl_mean", static_cast<double>(gap_sum) / 1e9 / static_cast<double>(gap_count)});
     for (size_t i = 0; i < kPercentiles.size(); ++i) {
       out.push_back({"itl" + std::string(kPercentileSuffixes[i]),
                      weighted_percentile(runs, kPercentiles[i])});
@@ -281,9 +345,17 @@ std::vector<Metric> MetricsAccumulator::compute() const {
   add_distribution(out, "queue", queue_);
 
   const double slots = static_cast<double>(options_.max_num_seqs) * options_.replicas * duration;
-  if (slots > 0) out.push_back({"slot_utilization", emitting_seconds_ / slots});
-  if (kv_limited_ && kv_seconds_ > 0) {
-    out.push_back({"kv_utilization_mean", kv_weighted_ / kv_seconds_});
+  if (slots > 0) out.push_back({"slot_utilization", static_cast<double>(emitting_ns_) / 1e9 / slots});
+  if (kv_limited_) {
+    // The time-weighted mean of used / total over every replica's iterations.
+    double weighted = 0;
+    Wide ns = 0;
+    for (const KvUse& k : kv_) {
+      if (k.total <= 0) continue;
+      weighted += static_cast<double>(k.used_ns) / static_cast<double>(k.total);
+      ns += k.ns;
+    }
+    if (ns > 0) out.push_back({"kv_utilization_mean", weighted / static_cast<double>(ns)});
   }
   count("preemptions", preemptions_);
   count("iterations", iterations_);
@@ -293,7 +365,10 @@ std::vector<Metric> MetricsAccumulator::compute() const {
     out.push_back({"prefix_hit_rate", static_cast<double>(cached_tokens_) / static_cast<double>(input_tokens_)});
     out.push_back({"prefix_request_hit_rate", static_cast<double>(cache_hits_) / static_cast<double>(completed_)});
   }
-  const BacklogTrend trend = backlog_trend(outstanding_);
+  // In a fixed order: the trend's sums must not depend on the order requests settled in.
+  std::vector<std::pair<double, double>> outstanding = outstanding_;
+  std::sort(outstanding.begin(), outstanding.end());
+  const BacklogTrend trend = backlog_trend(outstanding);
   if (trend.known) {
     out.push_back({"overloaded", trend.overloaded ? 1.0 : 0.0});
     out.push_back({"backlog_growth", trend.growth});

@@ -96,6 +96,9 @@ class MetricsAccumulator : public Recorder {
 
   // Adds the iteration to slot and KV utilization, and its items' token gaps (>= 0) to ITL.
   void on_iteration(const IterationRecord& it, std::span<const BatchItem> items) override;
+  // The same for each iteration of a leap; every item's gap is the iteration's duration.
+  bool accepts_decode_steps() const override { return true; }
+  void on_decode_steps(const DecodeSteps& steps) override;
 
   // Counts the request: a completed one (kDone, finished >= 0) adds its latencies and tokens; a
   // rejected one adds to `rejected` and its cause's count; every one adds its preemptions; every one
@@ -111,6 +114,11 @@ class MetricsAccumulator : public Recorder {
   bool has_slos() const { return options_.slo_ttft > 0 || options_.slo_tpot > 0 || options_.slo_e2el > 0; }
   // Sorts and merges the ITL runs in place, so they hold one run per distinct gap.
   void compact_gaps();
+  void add_gaps(Time gap, int64_t n);
+  void count_iteration(int32_t replica, Time duration, int32_t emitted, int64_t kv_used, int64_t kv_total);
+
+  // Sums kept in integers, so that they do not depend on the order replicas report in.
+  __extension__ typedef __int128 Wide;
 
   MetricsOptions options_;
   int64_t completed_ = 0, rejected_ = 0, capped_ = 0, preemptions_ = 0, iterations_ = 0;
@@ -123,8 +131,13 @@ class MetricsAccumulator : public Recorder {
   std::vector<double> ttft_, tpot_, e2el_, queue_;  // seconds, one per completed request
   std::vector<std::pair<Time, int64_t>> gaps_;      // (token gap, count) runs
   size_t gaps_compacted_ = 0;                       // size of gaps_ after the last compaction
-  double emitting_seconds_ = 0;                     // sum of emitted * duration
-  double kv_weighted_ = 0, kv_seconds_ = 0;         // sum of used/total * duration; of duration
+  Wide emitting_ns_ = 0;                            // sum of emitted * duration (ns)
+  struct KvUse {
+    Wide used_ns = 0;  // sum of blocks used * duration (ns)
+    Wide ns = 0;       // sum of durations
+    int64_t total = 0;
+  };
+  std::vector<KvUse> kv_;                           // per replica
   bool kv_limited_ = false;
 };
 

@@ -51,6 +51,15 @@ class Backend {
   // Prices (or runs) one iteration. REQUIRES: !batch.empty().
   virtual IterationResult run(const Batch& batch) = 0;
 
+  // Runs of decode iterations (the replica's leap over iterations that repeat): begins a run at
+  // `batch`, in which every item computes one token, each next iteration being the same items one
+  // token further. Returns false when this backend cannot price such runs step by step without the
+  // batch (engines that measure, the unit backend): the replica then runs every iteration itself.
+  virtual bool begin_decode_run(const Batch& /*batch*/) { return false; }
+  // The run's next iteration (the first call: `batch` itself), exactly what run() would return for
+  // it. REQUIRES: begin_decode_run returned true, and run() was not called since.
+  virtual IterationResult next_decode_step() { return {}; }
+
   // KV blocks of `block_size` tokens this backend's device holds, or -1 for unlimited.
   virtual int64_t kv_blocks(int32_t block_size) const = 0;
 

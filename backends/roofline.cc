@@ -8,7 +8,30 @@
 namespace servesim {
 
 RooflineModel::RooflineModel(HardwareSpec hw, ModelSpec model, RooflineOptions options)
-    : hw_(std::move(hw)), model_(std::move(model)), options_(options) {}
+    : hw_(std::move(hw)), model_(std::move(model)), options_(options) {
+  // One new token over `ctx` cached ones (a decode): 4 (ctx + 1) q_dim FLOPs against
+  // (ctx + 2) 2 kv_dim kvb + 2 q_dim ab bytes, both affine in ctx. When the memory time is the larger
+  // at ctx = 0 and grows at least as fast, it is the larger for every context, and the decodes of a
+  // batch are priced together from their count and their contexts' sum.
+  const double q_dim = static_cast<double>(model_.num_heads) * static_cast<double>(model_.head_dim) / options_.tp;
+  const double kv_dim = std::max(1.0, static_cast<double>(model_.num_kv_heads) / options_.tp) *
+                        static_cast<double>(model_.head_dim);
+  const double kvb = dtype_bytes(options_.kv), ab = dtype_bytes(options_.activations);
+  const double compute = hw_.fp16_flops * hw_.attention_efficiency;
+  const double memory = hw_.memory_bandwidth * hw_.attention_efficiency;
+  decode_bytes_per_context_ = 2 * kv_dim * kvb;
+  decode_bytes_per_item_ = 2 * (2 * kv_dim * kvb) + 2 * q_dim * ab;
+  const double compute_slope = 4 * q_dim / compute, memory_slope = decode_bytes_per_context_ / memory;
+  decodes_memory_bound_ = compute > 0 && memory > 0 && memory_slope >= compute_slope &&
+                          decode_bytes_per_item_ / memory >= 4 * q_dim / compute;
+}
+
+double RooflineModel::decode_attention(int64_t count, int64_t context_sum) const {
+  const double bytes = static_cast<double>(context_sum) * decode_bytes_per_context_ +
+                       static_cast<double>(count) * decode_bytes_per_item_;
+  return bytes / (hw_.memory_bandwidth * hw_.attention_efficiency) *
+         static_cast<double>(model_.num_layers);
+}
 
 double RooflineModel::memory_time(double bytes) const {
   return bytes / (hw_.memory_bandwidth * hw_.memory_efficiency);
@@ -42,21 +65,26 @@ RooflineBreakdown RooflineModel::price(const Batch& batch) const {
 RooflineBreakdown RooflineModel::price(const Item* items, size_t n) const {
   const ModelSpec& m = model_;
   const double tp = options_.tp;
-  const double wb = dtype_bytes(options_.weights);
   const double ab = dtype_bytes(options_.activations);
   const double kvb = dtype_bytes(options_.kv);
-  const double h = static_cast<double>(m.hidden_size);
   const double hd = static_cast<double>(m.head_dim);
   const double q_dim = static_cast<double>(m.num_heads) * hd / tp;
   // KV heads split across tp; with fewer KV heads than GPUs each GPU keeps one.
   const double kv_heads = std::max(1.0, static_cast<double>(m.num_kv_heads) / tp);
   const double kv_dim = kv_heads * hd;
-  const double inter = static_cast<double>(m.intermediate_size) / tp;
   const double layers = static_cast<double>(m.num_layers);
 
   double tokens = 0, emitting = 0;
+  int64_t decodes = 0, decode_context = 0;  // one-token items, priced together (see the constructor)
   RooflineBreakdown t;
   for (size_t i = 0; i < n; ++i) {
+    if (items[i].new_tokens == 1 && decodes_memory_bound_) {
+      tokens += 1;
+      if (items[i].emits) emitting += 1;
+      ++decodes;
+      decode_context += items[i].context_tokens;
+      continue;
+    }
     const double new_t = static_cast<double>(items[i].new_tokens);
     const double ctx = static_cast<double>(items[i].context_tokens);
     tokens += new_t;
@@ -69,7 +97,46 @@ RooflineBreakdown RooflineModel::price(const Item* items, size_t n) const {
                          + 2 * new_t * q_dim * ab;            // read Q, write the output
     t.attention += attention_time(flops, bytes) * layers;
   }
+  if (decodes > 0) t.attention += decode_attention(decodes, decode_context);
 
+  return price_rest(t, tokens, emitting);
+}
+
+bool RooflineModel::begin_decode_run(const Batch& batch, DecodeRun& run) const {
+  if (!decodes_memory_bound_ || batch.empty()) return false;
+  run = DecodeRun{};
+  double emitting = 0;
+  for (const BatchItem& b : batch.items) {
+    if (b.new_tokens != 1) return false;
+    if (b.padding || b.context_tokens + b.new_tokens >= b.seq->num_tokens()) emitting += 1;
+    ++run.count;
+    run.context_sum += b.context_tokens;
+  }
+  run.rest = price_rest(RooflineBreakdown{}, static_cast<double>(run.count), emitting);
+  return true;
+}
+
+double RooflineModel::next_decode_step(DecodeRun& run) const {
+  // As price(): the attention of the one-token items, added to the other items' (none here), then
+  // the rest.
+  RooflineBreakdown t = run.rest;
+  t.attention = 0.0 + decode_attention(run.count, run.context_sum);
+  run.context_sum += run.count;
+  return t.total();
+}
+
+RooflineBreakdown RooflineModel::price_rest(RooflineBreakdown t, double tokens, double emitting) const {
+  const ModelSpec& m = model_;
+  const double tp = options_.tp;
+  const double wb = dtype_bytes(options_.weights);
+  const double ab = dtype_bytes(options_.activations);
+  const double h = static_cast<double>(m.hidden_size);
+  const double hd = static_cast<double>(m.head_dim);
+  const double q_dim = static_cast<double>(m.num_heads) * hd / tp;
+  const double kv_heads = std::max(1.0, static_cast<double>(m.num_kv_heads) / tp);
+  const double kv_dim = kv_heads * hd;
+  const double inter = static_cast<double>(m.intermediate_size) / tp;
+  const double layers = static_cast<double>(m.num_layers);
   // Dense projections of one layer, each priced on its own (weights read once per iteration).
   auto linear = [&](double in, double out) {
     return gemm_time(2 * tokens * in * out, (in * out) * wb + tokens * (in + out) * ab, tokens);

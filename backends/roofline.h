@@ -44,6 +44,19 @@ class RooflineModel {
   };
   RooflineBreakdown price(const Item* items, size_t n) const;
 
+  // A run of decode iterations priced one after the other in O(1) each: the batch's items each
+  // compute one token, and each next iteration is the same items one token further. Exact: every
+  // step's price is the one price() gives that iteration's batch.
+  struct DecodeRun {
+    int64_t count = 0, context_sum = 0;
+    RooflineBreakdown rest;  // everything but the attention, which is the same at every step
+  };
+  // Starts a run at `batch`; false (and nothing to price) unless every item computes one token and
+  // decode attention is memory-bound at every context on this hardware (true of every GPU shipped).
+  bool begin_decode_run(const Batch& batch, DecodeRun& run) const;
+  // The total price of the run's next iteration (the first call: the batch itself), in seconds.
+  double next_decode_step(DecodeRun& run) const;
+
   const HardwareSpec& hardware() const { return hw_; }
   const ModelSpec& model() const { return model_; }
   const RooflineOptions& options() const { return options_; }
@@ -53,10 +66,16 @@ class RooflineModel {
   double gemm_time(double flops, double bytes, double rows) const;
   double attention_time(double flops, double bytes) const;
   double memory_time(double bytes) const;
+  // Attention of `count` one-token items over `context_sum` cached tokens in all (memory-bound).
+  double decode_attention(int64_t count, int64_t context_sum) const;
+  // Fills in everything but the attention for `tokens` new tokens of which `emitting` sample one.
+  RooflineBreakdown price_rest(RooflineBreakdown t, double tokens, double emitting) const;
 
   HardwareSpec hw_;
   ModelSpec model_;
   RooflineOptions options_;
+  bool decodes_memory_bound_ = false;  // see the constructor
+  double decode_bytes_per_context_ = 0, decode_bytes_per_item_ = 0;
 };
 
 }  // namespace servesim

@@ -21,6 +21,11 @@ class RooflineBackend final : public Backend {
   RooflineBackend(RooflineModel model, MemoryPlan memory);
 
   IterationResult run(const Batch& batch) override;
+  bool begin_decode_run(const Batch& batch) override { return model_.begin_decode_run(batch, run_); }
+  IterationResult next_decode_step() override {
+    const Time t = priced_duration(model_.next_decode_step(run_));
+    return {t, t};
+  }
   int64_t kv_blocks(int32_t block_size) const override;
   std::string_view name() const override { return "roofline"; }
   int64_t max_model_len() const override { return model_.model().max_position_embeddings; }
@@ -35,6 +40,7 @@ class RooflineBackend final : public Backend {
  private:
   RooflineModel model_;
   MemoryPlan memory_;
+  RooflineModel::DecodeRun run_;
 };
 
 // Loads the hardware and model the setup names (presets by name, or files), resolves the data

@@ -88,6 +88,19 @@ class ChunkedPrefillPolicy final : public Policy {
     }
   }
 
+  // An all-decode batch admitted nobody: the queue is empty, or max_num_seqs run, or the budget is
+  // spent on decodes, or the head's blocks could not be allocated. The first three hold while
+  // nothing arrives or finishes; so does the last without prefix caching, as free blocks only
+  // shrink until a request finishes. With prefix caching, the running requests' new blocks may
+  // evict cached blocks and change what the head (or the longest-prefix order) would find, so
+  // only the first three are trusted.
+  bool decode_batch_repeats(ReplicaView& view) const override {
+    const size_t running = view.running().size();
+    return !view.kv().prefix_caching() || view.waiting().empty() ||
+           running >= static_cast<size_t>(view.limits().max_num_seqs) ||
+           static_cast<int64_t>(running) >= view.limits().max_num_batched_tokens;
+  }
+
   std::string_view name() const override { return prefix_cached_ ? "prefix-cached" : "chunked-prefill"; }
   toml::table options() const override { return config_.to_toml(prefix_cached_); }
   QueueOrder queue_order() const override {

@@ -81,6 +81,11 @@ class ContinuousPolicy final : public Policy {
     }
   }
 
+  // An all-decode batch without preemption admitted nobody: the queue's head could not get its
+  // blocks (or the queue is empty, or max_num_seqs run). Nothing frees blocks before a request
+  // finishes, so the head stays blocked and the batch repeats.
+  bool decode_batch_repeats(ReplicaView& /*view*/) const override { return true; }
+
   std::string_view name() const override { return "continuous"; }
 
   toml::table options() const override {

@@ -83,6 +83,15 @@ class Policy {
   // The policy's options with every default filled in, for the run's recorded configuration.
   virtual toml::table options() const = 0;
 
+  // Whether the batch this policy just formed repeats while nothing changes from outside: asked
+  // only when that batch holds every running request, each computing its one next token (a decode),
+  // and nothing was preempted to form it. True promises that, as long as no request arrives or
+  // finishes and every running request's next KV block is found free, the next iterations would
+  // be formed of the same requests, one more token each, admitting, preempting and rejecting
+  // nobody. The replica may then leap over them (backends/backend.h: begin_decode_run). The
+  // default, false, runs every iteration through next_batch.
+  virtual bool decode_batch_repeats(ReplicaView& /*view*/) const { return false; }
+
   // How the replica orders its waiting queue for this policy; asked once, before the run.
   virtual QueueOrder queue_order() const { return QueueOrder::kFcfs; }
   // How the replica's block manager queues freed blocks for reuse; asked once, before the run.

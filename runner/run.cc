@@ -158,6 +158,7 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
   options.max_model_len = first.max_model_len();
   options.prefix_caching = policy_info.value()->prefix_caching;
   options.max_concurrency = config.max_concurrency;
+  options.leap = config.leap;
   MetricsOptions mo;
   mo.max_num_seqs = config.max_num_seqs;
   mo.replicas = config.replicas;

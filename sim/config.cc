@@ -120,6 +120,7 @@ Result<RunConfig> resolve_config(toml::table table) {
   c.price_per_hour_usd = top.number("price_per_hour_usd", -1, 0, 1e6);
   c.log = top.choice("log", "", {"iterations", "requests", "summary"});
   c.log_resolution = top.number("log_resolution", c.log_resolution, 1e-6, 1e9);
+  c.leap = top.boolean("leap", c.leap);
   if (const toml::table* goodput = top.table("goodput")) {
     OptionReader g(*goodput, "goodput");
     c.slo_ttft = g.number("ttft", 0, 1e-6, 1e12) / 1e3;  // milliseconds, as vLLM's --goodput
@@ -191,6 +192,7 @@ std::string config_to_toml(const RunConfig& c, const toml::table& policy_options
   if (c.price_per_hour_usd >= 0) t.insert("price_per_hour_usd", c.price_per_hour_usd);
   if (!c.log.empty()) t.insert("log", c.log);
   if (c.log_resolution != RunConfig{}.log_resolution) t.insert("log_resolution", c.log_resolution);
+  if (!c.leap) t.insert("leap", false);
   if (c.slo_ttft > 0 || c.slo_tpot > 0 || c.slo_e2el > 0) {
     toml::table g;
     if (c.slo_ttft > 0) g.insert("ttft", c.slo_ttft * 1e3);

@@ -40,6 +40,8 @@
 //                                                         step-by-step schedule is the point);
 //                                                         always iterations for cpu and cuda
 //   log_resolution               --set                    1 (seconds per timeline bucket)
+//   leap                         --set leap=false         true: leap over repeating decode
+//                                                         iterations (roofline; identical results)
 // The configuration is immutable once resolved; derived values (KV blocks) live elsewhere.
 #pragma once
 
@@ -86,6 +88,7 @@ struct RunConfig {
   double price_per_hour_usd = -1;  // per GPU; -1: the hardware file's
   std::string log;                 // summary | requests | iterations; "": by backend (see above)
   double log_resolution = 1.0;     // seconds per timeline bucket
+  bool leap = true;                // SimOptions::leap
 };
 
 // Parses one token of vLLM's --goodput ("ttft:2000", milliseconds) into `config`. Errors name the

@@ -29,6 +29,41 @@ struct IterationRecord {
   int32_t preempted = 0;       // requests preempted to form it
 };
 
+// Iterations that repeat the one before, reported together: a replica leapt over them (the roofline
+// prices a run of decode iterations in O(1) each). Iteration j (from 0) is step first_step + j; it
+// starts when the one before ended (the first at `start`), lasts durations[j], and after its KV
+// allocations holds kv_blocks_used[j] blocks. Every one has the same num_seqs items, each a decode
+// that emits a token whose gap is the iteration's duration; nothing is prefilled, preempted or
+// admitted, and `waiting` requests wait throughout.
+struct DecodeSteps {
+  int32_t replica = 0;
+  int64_t first_step = 0;
+  Time start = 0;
+  std::span<const Time> durations;
+  std::span<const int64_t> kv_blocks_used;
+  int64_t kv_blocks_total = -1;
+  int32_t num_seqs = 0;
+  int32_t waiting = 0;
+  bool predicted = false;  // predicted = duration (a cost model's run), else -1
+
+  // Iteration j's record.
+  IterationRecord record(size_t j, Time at) const {
+    IterationRecord r;
+    r.replica = replica;
+    r.step = first_step + static_cast<int64_t>(j);
+    r.start = at;
+    r.duration = durations[j];
+    r.num_seqs = num_seqs;
+    r.emitted = num_seqs;
+    r.decode_tokens = num_seqs;
+    r.kv_blocks_used = kv_blocks_used[j];
+    r.kv_blocks_total = kv_blocks_total;
+    r.predicted = predicted ? durations[j] : -1;
+    r.waiting = waiting;
+    return r;
+  }
+};
+
 enum class RunOutcome { kDone, kInterrupted, kFailed };
 
 class Recorder {
@@ -37,6 +72,20 @@ class Recorder {
 
   // Called once per iteration, after the replica applied its results: items carry emitted/token_gap.
   virtual void on_iteration(const IterationRecord& /*it*/, std::span<const BatchItem> /*items*/) {}
+
+  // Whether this recorder takes runs of repeating iterations through on_decode_steps. A replica
+  // leaps over iterations only when every recorder does; one that sees each batch's items (a
+  // per-item log, a test's checker) keeps the default, and every iteration is run one by one.
+  virtual bool accepts_decode_steps() const { return false; }
+  // Called, after on_iteration of the iteration they repeat, for a run of iterations a replica
+  // leapt over. The default reports each through on_iteration, without items.
+  virtual void on_decode_steps(const DecodeSteps& steps) {
+    Time at = steps.start;
+    for (size_t j = 0; j < steps.durations.size(); ++j) {
+      on_iteration(steps.record(j, at), {});
+      at += steps.durations[j];
+    }
+  }
 
   // Called once per request when its fate is settled: its response is complete (status kDone and
   // finished >= 0) or it was rejected. At the end of an interrupted run, also once for each request

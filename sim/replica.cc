@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <limits>
 #include <utility>
 
 namespace servesim {
@@ -84,11 +85,140 @@ Time Replica::start_iteration(Time now) {
   record_.duration = result.duration;
   record_.predicted = result.predicted;
   busy_ = true;
+  first_end_ = end;
+  leap_durations_.clear();
+  leap_kv_used_.clear();
+  leapable_ = leaps_enabled_ && batch_leapable();
   return end;
+}
+
+bool Replica::batch_leapable() {
+  if (preempted_ > 0 || batch_.items.size() != running_.size()) return false;
+  for (const BatchItem& item : batch_.items) {
+    const Request& r = req(item.seq);
+    // A decode: one token, after which the sequence has caught up and emits (a request finishing
+    // in this very iteration leaves no run to leap over).
+    if (item.padding || item.new_tokens != 1 || item.context_tokens + 1 != r.num_tokens() ||
+        r.held || r.num_output + 1 >= r.output_tokens) {
+      return false;
+    }
+  }
+  return policy_->decode_batch_repeats(*this);
+}
+
+Time Replica::leap(Time horizon) {
+  assert(busy_ && leapable_);
+  leapable_ = false;
+  Time t = first_end_;  // the start of the next iteration
+  if (t >= horizon || !backend_->begin_decode_run(batch_)) return t;
+  if (backend_->next_decode_step().duration != record_.duration) {
+    assert(false && "a backend's decode run disagrees with run()");
+    return t;
+  }
+  // Iteration j (the first is 0) emits every item's token num_output + j + 1; none may finish
+  // before the last iteration of the leap.
+  int64_t steps = std::numeric_limits<int64_t>::max();
+  const int32_t bs = kv_.block_size();
+  by_residue_.resize(static_cast<size_t>(bs));
+  for (auto& v : by_residue_) v.clear();
+  for (size_t x = 0; x < batch_.items.size(); ++x) {
+    const BatchItem& item = batch_.items[x];
+    const Request& r = req(item.seq);
+    steps = std::min<int64_t>(steps, r.output_tokens - r.num_output);
+    by_residue_[static_cast<size_t>(item.context_tokens % bs)].push_back(static_cast<int32_t>(x));
+  }
+  for (int64_t j = 1; j < steps && t < horizon; ++j) {
+    // As the policy would at the start of iteration j, every item allocates room for its token
+    // c + j + 1 (c: its context in iteration 0). That takes a block when token c + j starts one;
+    // with prefix caching it also registers the block that token c + j + 1 fills. For every other
+    // item the allocation changes nothing.
+    const auto residue = [&](int64_t k) { return static_cast<size_t>(((-k) % bs + bs) % bs); };
+    const std::vector<int32_t>& opening = by_residue_[residue(j)];
+    int64_t need = 0;
+    for (int32_t x : opening) {
+      const BatchItem& item = batch_.items[static_cast<size_t>(x)];
+      if (item.context_tokens + j + 1 > static_cast<int64_t>(item.seq->block_table.size()) * bs) ++need;
+    }
+    if (need > kv_.num_free()) break;  // the policy would preempt here: run it one by one
+    const IterationResult result = backend_->next_decode_step();
+    const Time end = add_time(t, result.duration);
+    if (end == kNever) break;  // run one by one, which reports the horizon
+    touched_.assign(opening.begin(), opening.end());
+    if (kv_.prefix_caching() && bs > 1) {
+      const std::vector<int32_t>& filling = by_residue_[residue(j + 1)];
+      const size_t mid = touched_.size();
+      touched_.insert(touched_.end(), filling.begin(), filling.end());
+      std::inplace_merge(touched_.begin(), touched_.begin() + static_cast<std::ptrdiff_t>(mid), touched_.end());
+    }
+    for (int32_t x : touched_) {
+      BatchItem& item = batch_.items[static_cast<size_t>(x)];
+      [[maybe_unused]] const bool ok = kv_.allocate(*item.seq, item.context_tokens + j + 1);
+      assert(ok);
+    }
+    leap_durations_.push_back(result.duration);
+    leap_kv_used_.push_back(kv_.num_used());
+    t = end;
+  }
+  leapt_ += static_cast<int64_t>(leap_durations_.size());
+  return t;
+}
+
+void Replica::finish_leap(Time now) {
+  // The first iteration, as finish_iteration applies one (nobody finishes in it).
+  now_ = first_end_;
+  for (BatchItem& item : batch_.items) {
+    Request& r = req(item.seq);
+    ++r.num_computed;
+    ++r.num_output;
+    item.emitted = true;
+    if (r.first_token < 0) {
+      r.first_token = first_end_;
+    } else {
+      item.token_gap = first_end_ - r.last_token;
+    }
+    r.last_token = first_end_;
+  }
+  record_.emitted = record_.num_seqs;
+  for (Recorder* rec : recorders_) rec->on_iteration(record_, batch_.items);
+  const DecodeSteps steps{id_, step_ + 1, first_end_, leap_durations_, leap_kv_used_,
+                          record_.kv_blocks_total, record_.num_seqs, record_.waiting,
+                          record_.predicted >= 0};
+  for (Recorder* rec : recorders_) rec->on_decode_steps(steps);
+
+  // The rest: every item emitted one token per iteration; requests finish in the last.
+  now_ = now;
+  const auto k = static_cast<int32_t>(leap_durations_.size());
+  bool any_done = false;
+  for (BatchItem& item : batch_.items) {
+    Request& r = req(item.seq);
+    r.num_computed += k;
+    r.num_output += k;
+    assert(r.num_output <= r.output_tokens);
+    item.token_gap = leap_durations_.back();
+    r.last_token = now;
+    if (r.generation_done()) {
+      any_done = true;
+      r.status = RequestStatus::kDone;
+      kv_.free(r);
+      std::vector<int32_t>().swap(r.block_table);
+      std::vector<uint64_t>().swap(r.block_hashes);
+      complete(r);
+    }
+  }
+  if (any_done) {
+    std::erase_if(running_, [](const Sequence* s) { return s->status == RequestStatus::kDone; });
+  }
+  step_ += k + 1;
+  leap_durations_.clear();
+  busy_ = false;
 }
 
 void Replica::finish_iteration(Time now) {
   assert(busy_);
+  if (!leap_durations_.empty()) {
+    finish_leap(now);
+    return;
+  }
   now_ = now;
   bool any_done = false;
   for (BatchItem& item : batch_.items) {

@@ -41,6 +41,20 @@ class Replica final : public ReplicaView {
   // iteration would end past the simulation horizon (then failure() says so, and the run must stop).
   // REQUIRES: !busy()
   Time start_iteration(Time now);
+  // Leaping: when the batch just started repeats (Policy::decode_batch_repeats) and the backend can
+  // price runs of decodes (Backend::begin_decode_run), leap() extends the iteration in flight over
+  // the next ones, up to the first that would start at or after `horizon` (when something from
+  // outside may reach this replica), that would need more KV blocks than are free, or that comes
+  // after one in which a request finishes. Returns the end of the last iteration covered;
+  // finish_iteration then applies them all, and the recorders see every one (on_iteration for the
+  // first, on_decode_steps for the rest). The results are exactly those of running the iterations
+  // one by one. REQUIRES: busy(), can_leap().
+  void enable_leaps(bool on) { leaps_enabled_ = on; }
+  bool can_leap() const { return leapable_; }
+  Time leap(Time horizon);
+  // Iterations run inside leaps (after the first of each), for benchmarks and tests.
+  int64_t leapt_iterations() const { return leapt_; }
+
   // Why the replica cannot go on ("" while it can).
   const std::string& failure() const { return failure_; }
   Time wake_at() const { return wake_at_; }
@@ -68,6 +82,9 @@ class Replica final : public ReplicaView {
   // Puts seq in waiting_ at its place under QueueOrder::kPriority.
   void insert_by_priority(Sequence* seq);
   void complete(Request& r);
+  // Whether the batch just formed may start a leap.
+  bool batch_leapable();
+  void finish_leap(Time now);
 
   const int32_t id_;
   const SchedulerLimits limits_;
@@ -90,6 +107,15 @@ class Replica final : public ReplicaView {
   int64_t step_ = 0;
   int32_t preempted_ = 0;    // preemptions while forming the batch in progress
   bool busy_ = false;
+  // Leaps (see leap()).
+  bool leaps_enabled_ = false;
+  bool leapable_ = false;                    // the batch in flight may be extended
+  Time first_end_ = 0;                       // end of the first iteration of the leap in flight
+  std::vector<Time> leap_durations_;         // the iterations after the first
+  std::vector<int64_t> leap_kv_used_;
+  std::vector<std::vector<int32_t>> by_residue_;  // batch items by context_tokens % block_size
+  std::vector<int32_t> touched_;             // items whose blocks an iteration allocates
+  int64_t leapt_ = 0;
 };
 
 }  // namespace servesim

@@ -54,7 +54,9 @@ Simulator::Simulator(const std::vector<RequestSpec>& specs, const SimOptions& op
     parents_left_[i] = static_cast<int32_t>(spec.after.size());
     for (int32_t p : spec.after) ++child_start_[static_cast<size_t>(p) + 1];
     if (spec.after.empty()) independent_.push_back(static_cast<int32_t>(i));
+    if (spec.after.size() > 1) narrow_horizons_ = false;
   }
+  if (max_concurrency_ > 0) narrow_horizons_ = false;
   pending_dependents_ = static_cast<int64_t>(n - independent_.size());
   std::partial_sum(child_start_.begin(), child_start_.end(), child_start_.begin());
   children_.resize(static_cast<size_t>(child_start_[n]));
@@ -82,6 +84,11 @@ Simulator::Simulator(const std::vector<RequestSpec>& specs, const SimOptions& op
         &more_arrivals_, &settled_));
   }
   pending_wake_.assign(replicas_.size(), kNever);
+  child_arrivals_.resize(replicas_.size());
+  const bool leaps = options.leap && std::all_of(recorders_.begin(), recorders_.end(), [](const Recorder* r) {
+                       return r->accepts_decode_steps();
+                     });
+  for (auto& rep : replicas_) rep->enable_leaps(leaps);
   more_arrivals_ = !requests_.empty();
 }
 
@@ -150,6 +157,7 @@ void Simulator::settle_dependents(Time now) {
           continue;
         }
         events_.push(at, EventKind::kArrival, static_cast<int32_t>(ci));
+        child_arrivals_[static_cast<size_t>(requests_[static_cast<size_t>(child.spec->after.front())].replica)].push(at);
       }
     }
   }
@@ -157,19 +165,57 @@ void Simulator::settle_dependents(Time now) {
 }
 
 void Simulator::schedule_idle(Time now) {
+  // First every idle replica forms its batch; then those whose batch repeats leap, knowing when the
+  // others' first iterations end; the events go in, in replica order.
+  starting_.clear();
   for (size_t i = 0; i < replicas_.size(); ++i) {
     Replica& rep = *replicas_[i];
     if (rep.busy()) continue;
-    const Time end = rep.start_iteration(now);
-    const auto id = static_cast<int32_t>(i);
+    starting_.push_back({i, rep.start_iteration(now)});
     if (!rep.failure().empty() && failure_.empty()) failure_ = rep.failure();
-    if (end != kNever) {
+  }
+  // A request settled while scheduling (a rejection) may release another at `now`, which under a
+  // wide horizon any replica may receive before its first iteration ends.
+  const bool leaps = failure_.empty() && (narrow_horizons_ || settled_.empty());
+  for (const Starting& s : starting_) {
+    Replica& rep = *replicas_[s.replica];
+    const auto id = static_cast<int32_t>(s.replica);
+    if (s.end != kNever) {
+      const Time end = leaps && rep.can_leap() ? rep.leap(horizon(s.replica, now)) : s.end;
       events_.push(end, EventKind::kIterationEnd, id);
-    } else if (rep.wake_at() != kNever && rep.wake_at() > now && rep.wake_at() != pending_wake_[i]) {
-      pending_wake_[i] = rep.wake_at();
+    } else if (rep.wake_at() != kNever && rep.wake_at() > now &&
+               rep.wake_at() != pending_wake_[s.replica]) {
+      pending_wake_[s.replica] = rep.wake_at();
       events_.push(rep.wake_at(), EventKind::kWake, id);
     }
   }
+}
+
+Time Simulator::horizon(size_t i, Time now) const {
+  const size_t n = independent_.size();
+  if (narrow_horizons_) {
+    // Round robin sends replica i the m-th next independent request.
+    const size_t count = replicas_.size();
+    const size_t m = (i + count - round_robin_) % count;
+    Time h = next_arrival_ + m < n ? requests_[static_cast<size_t>(independent_[next_arrival_ + m])].arrival
+                                   : kNever;
+    if (!child_arrivals_[i].empty()) h = std::min(h, child_arrivals_[i].top());
+    return h;
+  }
+  // Anything may happen at the next event anywhere, or when another replica's first iteration
+  // ends (its leap, if any, ends later and finishes nothing earlier).
+  Time h = next_arrival_ < n ? requests_[static_cast<size_t>(independent_[next_arrival_])].arrival : kNever;
+  if (!events_.empty()) h = std::min(h, events_.top().time);
+  for (const Starting& s : starting_) {
+    if (s.replica != i && s.end != kNever) h = std::min(h, s.end);
+  }
+  return std::max(h, now);
+}
+
+int64_t Simulator::leapt_iterations() const {
+  int64_t n = 0;
+  for (const auto& rep : replicas_) n += rep->leapt_iterations();
+  return n;
 }
 
 RunResult Simulator::run(const std::atomic<bool>* stop) {
@@ -193,6 +239,7 @@ RunResult Simulator::run(const std::atomic<bool>* stop) {
           case EventKind::kWake: pending_wake_[t] = kNever; break;
           case EventKind::kArrival:
             --pending_dependents_;
+            child_arrivals_[static_cast<size_t>(requests_[static_cast<size_t>(requests_[t].spec->after.front())].replica)].pop();
             arrive(requests_[t], now);
             break;
           case EventKind::kSend:
@@ -209,10 +256,10 @@ RunResult Simulator::run(const std::atomic<bool>* stop) {
       settle_dependents(now);
     } while (!events_.empty() && events_.top().time == now);
     // Waiting can still bring an arrival if one is due, or if something in flight (an iteration, a
-    // scheduled dependent arrival) may release one. Dependent requests whose parents merely wait do
-    // not count: a policy waiting for them would wait forever.
-    more_arrivals_ = next_arrival_ < n || (pending_dependents_ > 0 && !events_.empty()) ||
-                     !held_.empty();
+    // scheduled dependent arrival) may release one. Dependent requests whose parents merely wait,
+    // and requests held by max_concurrency while every request in flight merely waits, do not
+    // count: a policy waiting for them would wait forever.
+    more_arrivals_ = next_arrival_ < n || ((pending_dependents_ > 0 || !held_.empty()) && !events_.empty());
     schedule_idle(now);
     settle_dependents(now);  // releases and rejections made while scheduling
   }

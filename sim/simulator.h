@@ -19,7 +19,9 @@
 #include <atomic>
 #include <deque>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <queue>
 #include <string>
 #include <vector>
 
@@ -45,6 +47,10 @@ struct SimOptions {
   // (sent and not yet finished or rejected); a request whose time has come waits, first come first
   // sent, until one finishes, and its latencies count from when it is sent. 0: open loop.
   int64_t max_concurrency = 0;
+  // Leap over runs of repeating decode iterations where the backend can price them in O(1) each
+  // (the roofline) and every recorder accepts them: the results are exactly those of running every
+  // iteration, only faster. False: run every iteration one by one (for checking).
+  bool leap = true;
 };
 
 struct RunResult {
@@ -69,6 +75,8 @@ class Simulator {
 
   const std::vector<Request>& requests() const { return requests_; }
   const Replica& replica(int32_t i) const { return *replicas_[static_cast<size_t>(i)]; }
+  // Iterations the replicas leapt over (all but the first of every leap).
+  int64_t leapt_iterations() const;
 
  private:
   // A request's time to be sent has come: sends it, or holds it while max_concurrency are in flight.
@@ -77,6 +85,9 @@ class Simulator {
   void send(Request& r, Time now);
   void settle_dependents(Time now);
   void schedule_idle(Time now);
+  // The earliest time at which something from outside may reach replica i, which is idle at `now`
+  // and about to start an iteration (see schedule_idle).
+  Time horizon(size_t i, Time now) const;
   RunResult finish(RunResult result);
 
   std::vector<Request> requests_;
@@ -98,6 +109,17 @@ class Simulator {
   int64_t max_concurrency_ = 0;   // 0: unlimited
   int64_t in_flight_ = 0;         // sent, not settled
   std::deque<int32_t> held_;      // due, waiting for a slot under max_concurrency
+  // Leaps. With an open loop and no request after several others, a replica receives only the
+  // independent arrivals that round robin sends it and the dependent requests that follow its own
+  // requests; otherwise anything in flight anywhere may send it a request.
+  bool narrow_horizons_ = true;
+  // Per replica: arrival times of the dependent requests it will receive (events pushed).
+  std::vector<std::priority_queue<Time, std::vector<Time>, std::greater<>>> child_arrivals_;
+  struct Starting {
+    size_t replica;
+    Time end;  // of its first iteration, or kNever when it did not start one
+  };
+  std::vector<Starting> starting_;  // schedule_idle's replicas (reused)
 };
 
 }  // namespace servesim

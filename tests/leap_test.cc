@@ -1,0 +1,205 @@
+// Leaping over repeating decode iterations (Replica::leap) is an optimisation, never an
+// approximation: over the generated workloads, every policy and variant, tight and roomy KV memory,
+// one and three replicas, open and closed loops, and requests that follow one or several others,
+// the roofline run with leaps gives exactly the requests, iterations and metrics of the run that
+// steps one iteration at a time.
+#include <algorithm>
+#include <sstream>
+#include <tuple>
+
+#include <gtest/gtest.h>
+
+#include "analysis/metrics.h"
+#include "backends/roofline.h"
+#include "backends/roofline_backend.h"
+#include "policies/registry.h"
+#include "sim/simulator.h"
+#include "tests/generated_workloads.h"
+#include "workloads/workload.h"
+
+namespace servesim::testing {
+namespace {
+
+const std::string kData = std::string(SERVESIM_PROJECT_DIR) + "/data/";
+
+// Every iteration (a leap's through the default on_decode_steps) and every settled request.
+class Everything : public Recorder {
+ public:
+  bool accepts_decode_steps() const override { return true; }
+  void on_iteration(const IterationRecord& it, std::span<const BatchItem> /*items*/) override {
+    iterations.push_back(it);
+  }
+  void on_request(const Request& r) override {
+    std::ostringstream out;
+    out << r.id() << " replica " << r.replica << " status " << static_cast<int>(r.status) << " arrival "
+        << r.arrival << " due " << r.due << " scheduled " << r.scheduled << " first " << r.first_token
+        << " last " << r.last_token << " finished " << r.finished << " output " << r.num_output
+        << " preemptions " << r.preemptions << " cached " << r.cached_tokens << " cause "
+        << static_cast<int>(r.cause);
+    requests.push_back(out.str());
+  }
+  std::vector<IterationRecord> iterations;
+  std::vector<std::string> requests;
+};
+
+auto key(const IterationRecord& r) {
+  return std::tie(r.replica, r.step, r.start, r.duration, r.num_seqs, r.emitted, r.prefill_tokens,
+                  r.decode_tokens, r.kv_blocks_used, r.kv_blocks_total, r.predicted, r.waiting,
+                  r.preempted);
+}
+
+struct Outcome {
+  RunResult result;
+  std::vector<IterationRecord> iterations;  // by (replica, step)
+  std::vector<std::string> requests;        // sorted
+  std::vector<Metric> metrics;
+  int64_t leapt = 0;
+};
+
+Outcome simulate(const std::vector<RequestSpec>& specs, const PolicyInfo& policy,
+                 const std::string& opts, SimOptions o, bool leap) {
+  BackendSetup setup;
+  setup.hardware = kData + "hardware/a100-80gb.toml";
+  setup.model = kData + "models/llama-3-8b.json";
+  setup.block_size = o.block_size;
+  std::vector<std::unique_ptr<Policy>> policies;
+  std::vector<std::unique_ptr<Backend>> backends;
+  for (int32_t i = 0; i < o.replicas; ++i) {
+    policies.push_back(std::move(policy.make(toml::parse(opts)).value()));
+    backends.push_back(std::move(make_roofline_backend(setup).value()));
+  }
+  o.max_model_len = backends.front()->max_model_len();
+  o.prefix_caching = policy.prefix_caching;
+  o.leap = leap;
+  MetricsOptions mo;
+  mo.max_num_seqs = o.limits.max_num_seqs;
+  mo.replicas = o.replicas;
+  MetricsAccumulator metrics(mo);
+  Everything everything;
+  Simulator sim(specs, o, std::move(policies), std::move(backends), {&metrics, &everything});
+  Outcome out;
+  out.result = sim.run();
+  out.iterations = std::move(everything.iterations);
+  std::sort(out.iterations.begin(), out.iterations.end(),
+            [](const auto& a, const auto& b) { return std::tie(a.replica, a.step) < std::tie(b.replica, b.step); });
+  out.requests = std::move(everything.requests);
+  std::sort(out.requests.begin(), out.requests.end());
+  out.metrics = metrics.compute();
+  out.leapt = sim.leapt_iterations();
+  return out;
+}
+
+// The generated workloads, and the first with some requests following two others.
+std::vector<std::vector<RequestSpec>> workloads() {
+  std::vector<std::vector<RequestSpec>> all;
+  for (const char* text : kWorkloads) {
+    Result<Workload> w = parse_workload(text, "leap.toml", std::nullopt);
+    EXPECT_TRUE(w.ok()) << w.error().message;
+    all.push_back(w.value().requests);
+  }
+  std::vector<RequestSpec> dag = all.front();
+  for (size_t i = 10; i < dag.size(); i += 10) {
+    dag[i].after = {static_cast<int32_t>(i - 3), static_cast<int32_t>(i - 7)};
+    dag[i].think_time = from_seconds(0.05);
+  }
+  all.push_back(std::move(dag));
+  return all;
+}
+
+class Leap : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Leap, GivesExactlyTheResultsOfSteppingEveryIteration) {
+  const PolicyInfo& policy = *find_policy(GetParam()).value();
+  int64_t leapt = 0, iterations = 0;
+  const std::vector<std::vector<RequestSpec>> all = workloads();
+  for (size_t w = 0; w < all.size(); ++w) {
+    for (const std::string& opts : variants(GetParam())) {
+      for (const auto& [kv_blocks, replicas, concurrency] :
+           {std::tuple<int64_t, int32_t, int64_t>{-1, 1, 0}, {-1, 3, 0}, {300, 1, 0}, {300, 3, 0},
+            {300, 1, 12}, {-1, 3, 12}}) {
+        SCOPED_TRACE("workload " + std::to_string(w) + " [" + opts + "] kv_blocks=" +
+                     std::to_string(kv_blocks) + " replicas=" + std::to_string(replicas) +
+                     " max_concurrency=" + std::to_string(concurrency));
+        SimOptions o;
+        o.limits = {16, 2048};
+        o.kv_blocks = kv_blocks;
+        o.replicas = replicas;
+        o.max_concurrency = concurrency;
+        o.default_max_tokens = 300;
+        const Outcome stepped = simulate(all[w], policy, opts, o, false);
+        const Outcome leaping = simulate(all[w], policy, opts, o, true);
+        ASSERT_EQ(stepped.result.outcome, RunOutcome::kDone) << stepped.result.error;
+        ASSERT_EQ(leaping.result.outcome, RunOutcome::kDone) << leaping.result.error;
+        EXPECT_EQ(stepped.leapt, 0);
+        leapt += leaping.leapt;
+        iterations += static_cast<int64_t>(stepped.iterations.size());
+
+        ASSERT_EQ(leaping.requests, stepped.requests);
+        ASSERT_EQ(leaping.iterations.size(), stepped.iterations.size());
+        for (size_t i = 0; i < stepped.iterations.size(); ++i) {
+          ASSERT_TRUE(key(leaping.iterations[i]) == key(stepped.iterations[i]))
+              << "replica " << stepped.iterations[i].replica << " step " << stepped.iterations[i].step;
+        }
+        ASSERT_EQ(leaping.metrics.size(), stepped.metrics.size());
+        for (size_t i = 0; i < stepped.metrics.size(); ++i) {
+          EXPECT_EQ(leaping.metrics[i].name, stepped.metrics[i].name);
+          EXPECT_EQ(leaping.metrics[i].value, stepped.metrics[i].value) << stepped.metrics[i].name;
+        }
+      }
+    }
+  }
+  // Static batching never leaps (its batches hold padding or wait); every other policy must, or
+  // this test would compare nothing.
+  if (GetParam() == "static") {
+    EXPECT_EQ(leapt, 0);
+  } else {
+    EXPECT_GT(leapt, iterations / 10) << "of " << iterations;
+  }
+}
+
+std::vector<std::string> registered() {
+  std::vector<std::string> names;
+  for (const PolicyInfo& p : policy_registry()) names.emplace_back(p.name);
+  return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryPolicy, Leap, ::testing::ValuesIn(registered()),
+                         [](const auto& param_info) {
+                           std::string n = param_info.param;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
+
+// The roofline's run of decodes prices each step exactly as price() prices that step's batch.
+TEST(LeapRoofline, DecodeRunStepsEqualPricingEachBatch) {
+  for (const char* hw : {"a100-80gb", "t4", "h100-sxm"}) {
+    RooflineOptions ro;
+    ro.weights = ro.kv = ro.activations = DType::kFp16;
+    const RooflineModel rm(load_hardware(kData + "hardware/" + hw + ".toml").value(),
+                           load_model(kData + "models/llama-3-8b.json").value(), ro);
+    std::vector<Request> requests(5);
+    Batch batch;
+    for (size_t i = 0; i < requests.size(); ++i) {
+      requests[i].prompt_tokens = static_cast<int32_t>(100 + 37 * i);
+      requests[i].num_output = static_cast<int32_t>(1 + i);
+      requests[i].num_computed = requests[i].num_tokens() - 1;
+    }
+    for (Request& r : requests) batch.items.push_back({&r, 1, r.num_computed});
+    RooflineModel::DecodeRun run;
+    ASSERT_TRUE(rm.begin_decode_run(batch, run)) << hw;
+    for (int step = 0; step < 200; ++step) {
+      EXPECT_EQ(rm.next_decode_step(run), rm.price(batch).total()) << hw << " step " << step;
+      for (size_t i = 0; i < requests.size(); ++i) {
+        ++requests[i].num_output;
+        ++requests[i].num_computed;
+        batch.items[i].context_tokens = requests[i].num_computed;
+      }
+    }
+    // A prefill chunk is not a decode run.
+    batch.items.front().new_tokens = 2;
+    EXPECT_FALSE(rm.begin_decode_run(batch, run));
+  }
+}
+
+}  // namespace
+}  // namespace servesim::testing
