@@ -70,9 +70,9 @@ LogLevel parse_log_level(const std::string& name) {
 }
 
 DbRecorder::DbRecorder(Database& db, int64_t run_id, const MetricsAccumulator& metrics,
-                       LogLevel level, double resolution)
+                       LogLevel level, double resolution, bool background)
     : db_(db), run_id_(run_id), metrics_(metrics), started_(std::chrono::steady_clock::now()),
-      level_(level), resolution_(resolution > 0 ? resolution : 1.0) {
+      level_(level), resolution_(resolution > 0 ? resolution : 1.0), background_(background) {
   if (sqlite3_prepare_v2(db_.handle(), kInsertRequest, -1, &insert_request_, nullptr) !=
           SQLITE_OK ||
       sqlite3_prepare_v2(db_.handle(), kInsertIteration, -1, &insert_iteration_, nullptr) !=
@@ -84,6 +84,7 @@ DbRecorder::DbRecorder(Database& db, int64_t run_id, const MetricsAccumulator& m
 }
 
 DbRecorder::~DbRecorder() {
+  drain();
   if (in_transaction_) commit();
   sqlite3_finalize(insert_request_);
   sqlite3_finalize(insert_iteration_);
@@ -92,6 +93,7 @@ DbRecorder::~DbRecorder() {
 
 void DbRecorder::fail(const std::string& what) {
   if (write_error_.empty()) write_error_ = "writing " + what + " to " + db_.error_message();
+  failed_.store(true, std::memory_order_relaxed);
   if (in_transaction_) {
     in_transaction_ = false;
     // Keep the rows written before the failure if the database still takes them.
@@ -153,29 +155,55 @@ void DbRecorder::write_bucket(int32_t replica, const Bucket& b) {
 }
 
 void DbRecorder::on_iteration(const IterationRecord& it, std::span<const BatchItem> /*items*/) {
-  if (!write_error_.empty() || level_ < LogLevel::kRequests) return;
-  const auto r = static_cast<size_t>(it.replica);
+  if (failed() || level_ < LogLevel::kRequests) return;
+  add_to_bucket(it.replica, it.start, it.duration, it.prefill_tokens, it.decode_tokens, it.emitted,
+                it.preempted, it.num_seqs, it.waiting, it.kv_blocks_used, it.kv_blocks_total);
+  if (level_ >= LogLevel::kIterations) chunk_.iterations.push_back(it);
+  if (chunk_.size() >= kRowsPerChunk) hand_over();
+}
+
+void DbRecorder::on_decode_steps(const DecodeSteps& steps) {
+  if (failed() || level_ < LogLevel::kRequests) return;
+  if (level_ >= LogLevel::kIterations) {
+    Recorder::on_decode_steps(steps);  // a row each
+    return;
+  }
+  Time at = steps.start;
+  for (size_t j = 0; j < steps.durations.size(); ++j) {
+    add_to_bucket(steps.replica, at, steps.durations[j], 0, steps.num_seqs, steps.num_seqs, 0,
+                  steps.num_seqs, steps.waiting, steps.kv_blocks_used[j], steps.kv_blocks_total);
+    at += steps.durations[j];
+  }
+  if (chunk_.size() >= kRowsPerChunk) hand_over();
+}
+
+void DbRecorder::add_to_bucket(int32_t replica, Time start, Time duration, int64_t prefill,
+                               int64_t decode, int64_t emitted, int64_t preempted, int64_t seqs,
+                               int64_t waiting, int64_t kv_used, int64_t kv_total) {
+  const auto r = static_cast<size_t>(replica);
   if (buckets_.size() <= r) buckets_.resize(r + 1);
   Bucket& b = buckets_[r];
-  const auto index = static_cast<int64_t>(std::floor(to_seconds(it.start) / resolution_));
+  const auto index = static_cast<int64_t>(std::floor(to_seconds(start) / resolution_));
   if (index != b.index) {
-    if (b.index >= 0) write_bucket(it.replica, b);
+    if (b.index >= 0) chunk_.timeline.emplace_back(replica, b);
     b = Bucket{};
     b.index = index;
   }
-  const double seconds = to_seconds(it.duration);
+  const double seconds = to_seconds(duration);
   ++b.iterations;
   b.busy += seconds;
-  b.prefill += it.prefill_tokens;
-  b.decode += it.decode_tokens;
-  b.emitted += it.emitted;
-  b.preemptions += it.preempted;
-  b.seqs_max = std::max<int64_t>(b.seqs_max, it.num_seqs);
-  b.waiting_max = std::max<int64_t>(b.waiting_max, it.waiting);
-  b.kv_weighted += static_cast<double>(it.kv_blocks_used) * seconds;
-  b.kv_max = std::max(b.kv_max, it.kv_blocks_used);
-  b.kv_total = it.kv_blocks_total;
-  if (level_ < LogLevel::kIterations || !write_error_.empty()) return;
+  b.prefill += prefill;
+  b.decode += decode;
+  b.emitted += emitted;
+  b.preemptions += preempted;
+  b.seqs_max = std::max(b.seqs_max, seqs);
+  b.waiting_max = std::max(b.waiting_max, waiting);
+  b.kv_weighted += static_cast<double>(kv_used) * seconds;
+  b.kv_max = std::max(b.kv_max, kv_used);
+  b.kv_total = kv_total;
+}
+
+void DbRecorder::write_iteration(const IterationRecord& it) {
   begin();
   sqlite3_stmt* s = insert_iteration_;
   sqlite3_bind_int64(s, 1, run_id_);
@@ -197,12 +225,19 @@ void DbRecorder::on_iteration(const IterationRecord& it, std::span<const BatchIt
 }
 
 void DbRecorder::on_request(const Request& r) {
-  if (!write_error_.empty() || level_ < LogLevel::kRequests) return;
+  if (failed() || level_ < LogLevel::kRequests) return;
+  chunk_.requests.push_back(RequestRow{r.spec ? r.spec->id : "r" + std::to_string(r.index), r.replica,
+                                       r.arrival, r.scheduled, r.first_token, r.finished,
+                                       r.prompt_tokens, r.num_output, r.cached_tokens, r.preemptions,
+                                       r.priority, status_name(r), r.reason});
+  if (chunk_.size() >= kRowsPerChunk) hand_over();
+}
+
+void DbRecorder::write_request(const RequestRow& r) {
   begin();
   sqlite3_stmt* s = insert_request_;
-  const std::string fallback_id = r.spec ? std::string() : "r" + std::to_string(r.index);
   sqlite3_bind_int64(s, 1, run_id_);
-  bind_text(s, 2, r.spec ? r.spec->id : fallback_id);
+  bind_text(s, 2, r.id);
   if (r.replica < 0) {
     sqlite3_bind_null(s, 3);
   } else {
@@ -213,13 +248,69 @@ void DbRecorder::on_request(const Request& r) {
   bind_time(s, 6, r.first_token);
   bind_time(s, 7, r.finished);
   sqlite3_bind_int(s, 8, r.prompt_tokens);
-  sqlite3_bind_int(s, 9, r.num_output);
+  sqlite3_bind_int(s, 9, r.output_tokens);
   sqlite3_bind_int(s, 10, r.cached_tokens);
   sqlite3_bind_int(s, 11, r.preemptions);
-  sqlite3_bind_text(s, 12, status_name(r), -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 12, r.status, -1, SQLITE_STATIC);
   bind_text_or_null(s, 13, r.reason);
   sqlite3_bind_int(s, 14, r.priority);
   write_row(s);
+}
+
+void DbRecorder::write_chunk(Chunk& chunk) {
+  // Within a chunk, tables one after the other: the order of rows across tables means nothing.
+  for (const RequestRow& r : chunk.requests) {
+    if (!write_error_.empty()) break;
+    write_request(r);
+  }
+  for (const auto& [replica, bucket] : chunk.timeline) {
+    if (!write_error_.empty()) break;
+    write_bucket(replica, bucket);
+  }
+  for (const IterationRecord& it : chunk.iterations) {
+    if (!write_error_.empty()) break;
+    write_iteration(it);
+  }
+  chunk.clear();
+}
+
+void DbRecorder::hand_over() {
+  if (!background_) {
+    write_chunk(chunk_);
+    return;
+  }
+  if (!writer_.joinable()) writer_ = std::thread([this] { writer_loop(); });
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait(lock, [this] { return !has_handed_; });
+  std::swap(handed_, chunk_);  // chunk_ takes the written chunk's buffers back
+  has_handed_ = true;
+  changed_.notify_all();
+}
+
+void DbRecorder::writer_loop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (true) {
+    changed_.wait(lock, [this] { return has_handed_ || stop_; });
+    if (!has_handed_) return;  // stopped, and nothing left
+    writing_ = true;
+    lock.unlock();
+    write_chunk(handed_);
+    lock.lock();
+    writing_ = false;
+    has_handed_ = false;
+    changed_.notify_all();
+  }
+}
+
+void DbRecorder::drain() {
+  if (chunk_.size() > 0) hand_over();
+  if (!writer_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+    changed_.notify_all();
+  }
+  writer_.join();
 }
 
 void DbRecorder::on_run_end(RunOutcome outcome, const std::string& error) {
@@ -227,6 +318,7 @@ void DbRecorder::on_run_end(RunOutcome outcome, const std::string& error) {
   ended_ = true;
   // The metrics rows and the final status go in one transaction with the last rows, so a reader
   // never sees a finished run without its metrics.
+  drain();
   for (size_t r = 0; r < buckets_.size() && write_error_.empty(); ++r) {
     if (buckets_[r].index >= 0) write_bucket(static_cast<int32_t>(r), buckets_[r]);
   }

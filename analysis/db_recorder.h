@@ -6,12 +6,21 @@
 // requests takes seconds, not minutes; what was written before an interruption is committed at the
 // end. A failed write (disk full...) stops further writes and is kept in write_error(); it never
 // throws and never stops the simulation.
+//
+// In the background (the default), the rows are gathered in chunks and a writer thread inserts
+// them while the simulation goes on; on_run_end waits for it, then writes the metrics and the
+// status on the caller's thread. The connection is then the writer's until on_run_end: nothing
+// else may use it meanwhile (a BatchLog on the same connection needs background = false).
 #pragma once
 
 #include <sqlite3.h>
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
+#include <thread>
 #include <span>
 #include <string>
 #include <vector>
@@ -34,7 +43,7 @@ class DbRecorder : public Recorder {
   // REQUIRES: run_id is a runs row of db (from Database::begin_run).
   // resolution: the timeline's bucket width in seconds (> 0).
   DbRecorder(Database& db, int64_t run_id, const MetricsAccumulator& metrics,
-             LogLevel level = LogLevel::kIterations, double resolution = 1.0);
+             LogLevel level = LogLevel::kIterations, double resolution = 1.0, bool background = true);
   // Commits what is pending if on_run_end was never called (the run row stays 'running').
   ~DbRecorder() override;
   DbRecorder(const DbRecorder&) = delete;
@@ -44,9 +53,10 @@ class DbRecorder : public Recorder {
   // new one), and writes its iterations row: times in seconds, kv_blocks_total and predicted NULL
   // when -1.
   void on_iteration(const IterationRecord& it, std::span<const BatchItem> items) override;
-  // A leap's iterations go through on_iteration one by one (the timeline and iterations rows are
-  // those of running them one by one).
+  // A leap's iterations, as on_iteration would take them one by one (the same timeline and
+  // iterations rows).
   bool accepts_decode_steps() const override { return true; }
+  void on_decode_steps(const DecodeSteps& steps) override;
 
   // Writes the requests row: times NULL where the Request's are -1; status 'finished' (kDone with
   // finished >= 0), 'rejected' (with reason) or 'unfinished'.
@@ -58,7 +68,8 @@ class DbRecorder : public Recorder {
   // all be written is marked failed). Later calls do nothing.
   void on_run_end(RunOutcome outcome, const std::string& error) override;
 
-  // Empty unless a write failed; then what failed, with sqlite's message.
+  // Empty unless a write failed; then what failed, with sqlite's message. (Complete once
+  // on_run_end returned.)
   const std::string& write_error() const { return write_error_; }
   // The metrics computed at on_run_end (empty before).
   const std::vector<Metric>& final_metrics() const { return final_metrics_; }
@@ -72,7 +83,24 @@ class DbRecorder : public Recorder {
   void commit();
 
   static constexpr int64_t kRowsPerTransaction = 50'000;
+  static constexpr size_t kRowsPerChunk = 8192;
 
+  // Rows waiting to be written, in the order they came.
+  struct RequestRow {
+    std::string id;
+    int32_t replica;
+    Time arrival, scheduled, first_token, finished;
+    int32_t prompt_tokens, output_tokens, cached_tokens, preemptions, priority;
+    const char* status;
+    std::string reason;
+  };
+  struct Bucket;
+  struct Chunk;
+  void write_chunk(Chunk& chunk);  // on the writer thread (or the caller's, without one)
+  void hand_over();                // gives chunk_ to the writer, waiting while it is busy
+  void drain();                    // writes everything gathered and stops the writer
+  void writer_loop();
+  bool failed() const { return failed_.load(std::memory_order_relaxed); }
   Database& db_;
   const int64_t run_id_;
   const MetricsAccumulator& metrics_;
@@ -95,7 +123,35 @@ class DbRecorder : public Recorder {
   std::vector<Bucket> buckets_;
   sqlite3_stmt* insert_timeline_ = nullptr;
   void write_bucket(int32_t replica, const Bucket& b);
+  // Adds one iteration to its replica's bucket, moving the bucket to the chunk when a new starts.
+  void add_to_bucket(int32_t replica, Time start, Time duration, int64_t prefill, int64_t decode,
+                     int64_t emitted, int64_t preempted, int64_t seqs, int64_t waiting,
+                     int64_t kv_used, int64_t kv_total);
+  void write_request(const RequestRow& r);
+  void write_iteration(const IterationRecord& it);
   std::vector<Metric> final_metrics_;
+
+  struct Chunk {
+    std::vector<RequestRow> requests;
+    std::vector<std::pair<int32_t, Bucket>> timeline;
+    std::vector<IterationRecord> iterations;
+    size_t size() const { return requests.size() + timeline.size() + iterations.size(); }
+    void clear() {
+      requests.clear();
+      timeline.clear();
+      iterations.clear();
+    }
+  };
+  const bool background_;
+  std::atomic<bool> failed_{false};
+  Chunk chunk_;            // gathering (the simulation's thread)
+  Chunk handed_;           // given to the writer
+  bool has_handed_ = false;
+  bool writing_ = false;
+  bool stop_ = false;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::thread writer_;
 };
 
 }  // namespace servesim

@@ -179,7 +179,8 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
                          : !config.log.empty()    ? parse_log_level(config.log)
                          : first.counts_steps()   ? LogLevel::kIterations
                                                   : LogLevel::kRequests;
-  DbRecorder writer(*db, run_id.value(), metrics, level, config.log_resolution);
+  // The measuring backends share the connection with a BatchLog: their rows are written inline.
+  DbRecorder writer(*db, run_id.value(), metrics, level, config.log_resolution, !measuring);
   // A measuring backend also logs every batch's items, for `sim validate --hardware` and
   // `sim calibrate`; declared after the writer so that its rows land in the writer's transaction.
   std::optional<BatchLog> batch_log;

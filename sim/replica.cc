@@ -134,15 +134,23 @@ Time Replica::leap(Time horizon) {
     // item the allocation changes nothing.
     const auto residue = [&](int64_t k) { return static_cast<size_t>(((-k) % bs + bs) % bs); };
     const std::vector<int32_t>& opening = by_residue_[residue(j)];
-    int64_t need = 0;
-    for (int32_t x : opening) {
-      const BatchItem& item = batch_.items[static_cast<size_t>(x)];
-      if (item.context_tokens + j + 1 > static_cast<int64_t>(item.seq->block_table.size()) * bs) ++need;
+    if (!opening.empty()) {
+      int64_t need = 0;
+      for (int32_t x : opening) {
+        const BatchItem& item = batch_.items[static_cast<size_t>(x)];
+        if (item.context_tokens + j + 1 > static_cast<int64_t>(item.seq->block_table.size()) * bs) ++need;
+      }
+      if (need > kv_.num_free()) break;  // the policy would preempt here: run it one by one
     }
-    if (need > kv_.num_free()) break;  // the policy would preempt here: run it one by one
     const IterationResult result = backend_->next_decode_step();
     const Time end = add_time(t, result.duration);
     if (end == kNever) break;  // run one by one, which reports the horizon
+    if (opening.empty() && !kv_.prefix_caching()) {
+      leap_durations_.push_back(result.duration);
+      leap_kv_used_.push_back(kv_.num_used());
+      t = end;
+      continue;
+    }
     touched_.assign(opening.begin(), opening.end());
     if (kv_.prefix_caching() && bs > 1) {
       const std::vector<int32_t>& filling = by_residue_[residue(j + 1)];

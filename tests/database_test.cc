@@ -323,9 +323,9 @@ TEST_F(DatabaseTest, FailedWriteIsReportedAndMarksTheRunFailed) {
   const Request r = make_request(a, RequestStatus::kRejected);
   rec.on_request(r);
   rec.on_request(r);  // same id twice: the primary key refuses it
+  rec.on_run_end(RunOutcome::kFailed, "bad workload");  // rows are written by then
   EXPECT_NE(rec.write_error().find("writing requests to"), std::string::npos) << rec.write_error();
   EXPECT_NE(rec.write_error().find("UNIQUE constraint failed"), std::string::npos);
-  rec.on_run_end(RunOutcome::kFailed, "bad workload");
   EXPECT_EQ(one(d, "SELECT status FROM runs"), "failed");
   EXPECT_EQ(one(d, "SELECT error FROM runs"), "bad workload; " + rec.write_error());
   EXPECT_EQ(one(d, "SELECT count(*) FROM requests"), "1");  // the row before the failure stays
