@@ -52,17 +52,20 @@ double RooflineModel::attention_time(double flops, double bytes) const {
 
 RooflineBreakdown RooflineModel::price(const Batch& batch) const {
   assert(!batch.empty());
-  thread_local std::vector<Item> items;
-  items.clear();
-  for (const BatchItem& b : batch.items) {
+  return price_items(batch.items.size(), [&](size_t i) {
+    const BatchItem& b = batch.items[i];
     // An item produces a token when it catches up with its sequence (padding rows compute one too).
     const bool emits = b.padding || b.context_tokens + b.new_tokens >= b.seq->num_tokens();
-    items.push_back({b.new_tokens, b.context_tokens, emits});
-  }
-  return price(items.data(), items.size());
+    return Item{b.new_tokens, b.context_tokens, emits};
+  });
 }
 
 RooflineBreakdown RooflineModel::price(const Item* items, size_t n) const {
+  return price_items(n, [&](size_t i) { return items[i]; });
+}
+
+template <typename ItemAt>
+RooflineBreakdown RooflineModel::price_items(size_t n, ItemAt item_at) const {
   const ModelSpec& m = model_;
   const double tp = options_.tp;
   const double ab = dtype_bytes(options_.activations);
@@ -78,17 +81,18 @@ RooflineBreakdown RooflineModel::price(const Item* items, size_t n) const {
   int64_t decodes = 0, decode_context = 0;  // one-token items, priced together (see the constructor)
   RooflineBreakdown t;
   for (size_t i = 0; i < n; ++i) {
-    if (items[i].new_tokens == 1 && decodes_memory_bound_) {
+    const Item item = item_at(i);
+    if (item.new_tokens == 1 && decodes_memory_bound_) {
       tokens += 1;
-      if (items[i].emits) emitting += 1;
+      if (item.emits) emitting += 1;
       ++decodes;
-      decode_context += items[i].context_tokens;
+      decode_context += item.context_tokens;
       continue;
     }
-    const double new_t = static_cast<double>(items[i].new_tokens);
-    const double ctx = static_cast<double>(items[i].context_tokens);
+    const double new_t = static_cast<double>(item.new_tokens);
+    const double ctx = static_cast<double>(item.context_tokens);
     tokens += new_t;
-    if (items[i].emits) emitting += 1;
+    if (item.emits) emitting += 1;
     // Token j of the chunk attends to the cached tokens and to the chunk's tokens up to itself.
     const double pairs = new_t * ctx + new_t * (new_t + 1) / 2;
     const double flops = 4 * pairs * q_dim;  // QK^T and PV, 2 FLOPs per multiply-add each

@@ -66,6 +66,9 @@ class RooflineModel {
   double gemm_time(double flops, double bytes, double rows) const;
   double attention_time(double flops, double bytes) const;
   double memory_time(double bytes) const;
+  // price() over items item_at(0 .. n - 1).
+  template <typename ItemAt>
+  RooflineBreakdown price_items(size_t n, ItemAt item_at) const;
   // Attention of `count` one-token items over `context_sum` cached tokens in all (memory-bound).
   double decode_attention(int64_t count, int64_t context_sum) const;
   // Fills in everything but the attention for `tokens` new tokens of which `emitting` sample one.

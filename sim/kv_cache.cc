@@ -173,13 +173,9 @@ bool BlockManager::can_allocate(const Sequence& seq, int64_t num_tokens,
   return std::max<int64_t>(need, 0) + evictable <= num_free();
 }
 
-bool BlockManager::allocate(Sequence& seq, int64_t num_tokens, int32_t num_cached_tokens) {
+bool BlockManager::allocate_blocks(Sequence& seq, int64_t num_tokens, int32_t num_cached_tokens) {
   assert(num_cached_tokens % block_size_ == 0);
   assert(num_cached_tokens == 0 || seq.block_table.empty());
-  if (num_cached_tokens == 0 && blocks_for(num_tokens) <= static_cast<int64_t>(seq.block_table.size()) &&
-      !prefix_caching_) {
-    return true;  // the common decode step: the last block still has room
-  }
   if (!can_allocate(seq, num_tokens, num_cached_tokens)) return false;
 
   // Claim the cached leading blocks.

@@ -78,7 +78,14 @@ class BlockManager {
   // first `num_cached_tokens` tokens, and registers in the cache every block that these tokens fill.
   // Returns false, changing nothing, if there are not enough free blocks.
   // REQUIRES: num_cached_tokens is 0, or cached_prefix_tokens(seq) just returned it.
-  bool allocate(Sequence& seq, int64_t num_tokens, int32_t num_cached_tokens = 0);
+  bool allocate(Sequence& seq, int64_t num_tokens, int32_t num_cached_tokens = 0) {
+    // The common decode step, inline: the last block still has room.
+    if (num_cached_tokens == 0 && !prefix_caching_ &&
+        num_tokens <= static_cast<int64_t>(seq.block_table.size()) * block_size_) {
+      return true;
+    }
+    return allocate_blocks(seq, num_tokens, num_cached_tokens);
+  }
   // Returns seq's blocks, tail first; cached ones stay cached until evicted. Safe on a sequence that
   // holds none.
   void free(Sequence& seq);
@@ -86,6 +93,7 @@ class BlockManager {
  private:
   static constexpr int32_t kNone = -1;
 
+  bool allocate_blocks(Sequence& seq, int64_t num_tokens, int32_t num_cached_tokens);
   int32_t take_block();                  // a free block: hashless first, else the LRU one (evicted)
   void unlink(int32_t id);               // out of the free queue
   void push_free(int32_t id);            // onto the free queue's tail
