@@ -6,7 +6,10 @@ measured on, through `sim`, in the four cases of the issue:
     continuous batching with --max-num-batched-tokens 4096, and chunked prefill at 512;
     on 1 and on 8 replicas.
 
-    python3 bench/replay_100k.py [--sim PATH] [--trace CSV] [--log WHAT] [--repeat N]
+    python3 bench/replay_100k.py [--sim PATH] [--trace CSV] [--log WHAT] [--repeat N] [--set K=V ...]
+
+(--set leap=false runs every iteration one by one, to see what leaping over repeating decode
+iterations saves; the results are the same.)
 
 Prints, per case, the wall time, the CPU time (user + system) and the peak memory (max RSS) of the
 `sim` process, the best of --repeat runs (default 3), and the database's size. Vidur (PyPI 0.0.26)
@@ -45,6 +48,7 @@ def main():
     ap.add_argument("--trace", default=os.path.join(ROOT, "..", "shared", "traces", "azure_conv_100k.vidur.csv"))
     ap.add_argument("--log", default=None, help="--log level passed to sim (default: sim's)")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--set", action="append", default=[], metavar="K=V", help="passed to sim's --set")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="servesim-replay-")
     try:
@@ -58,6 +62,8 @@ def main():
                        "--replicas", str(replicas), "--db", db]
                 if a.log:
                     cmd += ["--log", a.log]
+                for kv in a.set:
+                    cmd += ["--set", kv]
                 wall, cpu, rss = run_once(cmd)
                 size = sum(os.path.getsize(db + s) for s in ("", "-wal") if os.path.exists(db + s)) / 1e6
                 os.remove(db)

@@ -54,17 +54,22 @@ Result<PriorityOptions> read_priority_options(const toml::table& table, const st
   return out;
 }
 
+PriorityPicker::PriorityPicker(const PriorityOptions& options, uint64_t seed)
+    : values_(options.values), cdf_(options.weights.size()), rng_(Rng::stream(seed, kPriorityStream)) {
+  std::partial_sum(options.weights.begin(), options.weights.end(), cdf_.begin());
+}
+
+int32_t PriorityPicker::draw() {
+  const auto last = static_cast<std::ptrdiff_t>(cdf_.size()) - 1;
+  const double x = rng_.uniform() * cdf_.back();
+  const auto k = std::min(last, std::upper_bound(cdf_.begin(), cdf_.end(), x) - cdf_.begin());
+  return values_[static_cast<size_t>(k)];
+}
+
 void assign_priorities(const PriorityOptions& options, uint64_t seed,
                        std::vector<RequestSpec>& requests) {
-  std::vector<double> cdf(options.weights.size());
-  std::partial_sum(options.weights.begin(), options.weights.end(), cdf.begin());
-  Rng rng = Rng::stream(seed, kPriorityStream);
-  const auto last = static_cast<std::ptrdiff_t>(cdf.size()) - 1;
-  for (RequestSpec& r : requests) {
-    const double x = rng.uniform() * cdf.back();
-    const auto k = std::min(last, std::upper_bound(cdf.begin(), cdf.end(), x) - cdf.begin());
-    r.priority = options.values[static_cast<size_t>(k)];
-  }
+  PriorityPicker picker(options, seed);
+  for (RequestSpec& r : requests) r.priority = picker.draw();
 }
 
 }  // namespace servesim

@@ -17,6 +17,7 @@
 
 #include "sim/request.h"
 #include "sim/result.h"
+#include "workloads/rng.h"
 
 namespace servesim {
 
@@ -36,5 +37,17 @@ Result<PriorityOptions> read_priority_options(const toml::table& table, const st
 // Sets the priority of every request, in order, by draws from stream kPriorityStream of `seed`.
 void assign_priorities(const PriorityOptions& options, uint64_t seed,
                        std::vector<RequestSpec>& requests);
+
+// The same draws one request at a time: the k-th draw() is the k-th request's priority.
+class PriorityPicker {
+ public:
+  PriorityPicker(const PriorityOptions& options, uint64_t seed);
+  int32_t draw();
+
+ private:
+  std::vector<int32_t> values_;
+  std::vector<double> cdf_;
+  Rng rng_;
+};
 
 }  // namespace servesim

@@ -91,8 +91,32 @@ Result<ArrivalProcess> controlled_arrivals(const ArrivalProcess& own, const Load
   return make_arrival_process(t, "command line", "load controls");
 }
 
-Result<Workload> generate(const toml::table& table, const std::string& path,
-                          std::optional<uint64_t> seed_override, const LoadControls& load) {
+// What a [generate] table asks for, checked: everything needed to draw its requests.
+struct GenerationPlan {
+  std::string path;
+  uint64_t seed = 0;
+  std::optional<ArrivalProcess> process;
+  std::optional<int64_t> count;  // requests = N (or num_prompts)
+  std::optional<Time> end;       // duration = T: arrivals strictly before it
+  // Under request_rate, vLLM bench's timing: the first of N + 1 drawn arrivals is dropped and the
+  // rest multiplied by `factor` (1 when there is nothing to rescale).
+  bool normalize = false;
+  double factor = 1.0;
+  std::optional<LengthDistribution> prompt;
+  std::optional<LengthDistribution> output;
+  std::optional<PrefixOptions> prefixes;
+  std::optional<SessionOptions> sessions;
+  std::optional<PriorityOptions> priority;
+  int32_t max_tokens = 0;
+  // The message for a prefix that pushes a drawn prompt past kMaxTokens, with its file position.
+  std::string prefix_error;
+  int64_t size = 0;   // the requests it gives
+};
+
+// Reads and checks a [generate] table, and runs its arrival clock once to check the arrivals (and
+// find vLLM bench's rescaling factor) without keeping them.
+Result<GenerationPlan> plan_generation(const toml::table& table, const std::string& path,
+                                       std::optional<uint64_t> seed_override, const LoadControls& load) {
   const TableFields g(table, path, "generate");
   Status known = g.check_known({"requests", "duration", "seed", "max_tokens", "arrival",
                                 "prompt_tokens", "output_tokens", "prefixes", "sessions",
@@ -137,7 +161,7 @@ Result<Workload> generate(const toml::table& table, const std::string& path,
     return g.error_at_key("duration", "cannot be used with process = \"all-at-once\" (every "
                                       "request arrives at 0); give requests = N instead");
   }
-  // Fail fast rather than generate ten million requests first; arrival_times catches the rest.
+  // Fail fast rather than generate ten million requests first; the arrival scan catches the rest.
   if (duration.value() && process.value().rate() * *duration.value() >
                               static_cast<double>(kMaxGeneratedRequests)) {
     return too_many_requests(g);
@@ -160,68 +184,129 @@ Result<Workload> generate(const toml::table& table, const std::string& path,
   auto priority = optional_table<PriorityOptions>(g, "priority", read_priority_options);
   if (!priority) return priority.error();
 
-  Workload w;
-  w.path = path;
-  w.seed = seed_override ? *seed_override : static_cast<uint64_t>(seed.value().value_or(0));
-  ArrivalClock clock(process.value(), Rng::stream(w.seed, kArrivalStream));
-  std::optional<Time> end;
-  if (duration.value()) end = from_seconds(*duration.value());
+  GenerationPlan plan;
+  plan.path = path;
+  plan.seed = seed_override ? *seed_override : static_cast<uint64_t>(seed.value().value_or(0));
+  plan.process = process.value();
+  if (duration.value()) plan.end = from_seconds(*duration.value());
+  plan.count = count.value();
   // Under request_rate, a fixed number of requests is timed as `vllm bench serve` times them: the
   // first is sent one drawn gap after the start, and all are rescaled so that the last is sent at
   // exactly N / rate (vLLM's normalize_factor).
-  const bool normalize = load.request_rate > 0 && !std::isinf(load.request_rate) && count.value() &&
-                         !sessions_present(g);
-  auto starts = arrival_times(clock, normalize ? std::optional<int64_t>(*count.value() + 1) : count.value(),
-                              end, g);
-  if (!starts) return starts.error();
-  if (normalize) {
-    std::vector<Time>& t = starts.value();
-    t.erase(t.begin());
-    const double last = to_seconds(t.back());
-    const double target = static_cast<double>(t.size()) / load.request_rate;
-    if (last > 0 && target <= kMaxArrivalSeconds) {
-      const double factor = target / last;
-      for (Time& x : t) x = from_seconds(to_seconds(x) * factor);
-    }
-  }
-  const std::optional<LengthDistribution>& prompt_dist = prompt.value();
-  const auto max_tokens_value = static_cast<int32_t>(max_tokens.value().value_or(0));
-
-  if (sessions.value()) {
-    const TurnDraws draws{prompt_dist ? &*prompt_dist : nullptr, &output.value(), max_tokens_value,
-                          prefixes.value() ? &*prefixes.value() : nullptr, w.seed};
-    const TableFields s(*g.table().get("sessions")->as_table(), path, "generate.sessions");
-    auto turns = generate_sessions(*sessions.value(), starts.value(), draws, s);
-    if (!turns) return turns.error();
-    w.requests = std::move(turns).value();
-    if (priority.value()) assign_priorities(*priority.value(), w.seed, w.requests);
-    return w;
+  plan.normalize = load.request_rate > 0 && !std::isinf(load.request_rate) && plan.count &&
+                   !sessions_present(g);
+  plan.prompt = std::move(prompt).value();
+  plan.output = std::move(output).value();
+  plan.prefixes = std::move(prefixes).value();
+  plan.sessions = std::move(sessions).value();
+  plan.priority = std::move(priority).value();
+  plan.max_tokens = static_cast<int32_t>(max_tokens.value().value_or(0));
+  if (plan.prefixes) {
+    const TableFields pf(*g.table().get("prefixes")->as_table(), path, "generate.prefixes");
+    plan.prefix_error = pf.error_at_key("tokens", "a prefix plus a drawn prompt exceed " +
+                                                      std::to_string(kMaxTokens) + " tokens; lower tokens or "
+                                                      "generate.prompt_tokens.max").message;
   }
 
-  Rng prompt_rng = Rng::stream(w.seed, kPromptStream);
-  Rng output_rng = Rng::stream(w.seed, kOutputStream);
-  std::optional<PrefixPicker> picker;
-  if (prefixes.value()) picker.emplace(*prefixes.value(), w.seed);
-  w.requests.resize(starts.value().size());
-  for (size_t i = 0; i < w.requests.size(); ++i) {
-    RequestSpec& r = w.requests[i];
-    r.id = "r" + std::to_string(i);
-    r.arrival = starts.value()[i];
-    r.prompt_tokens = prompt_dist ? prompt_dist->sample(prompt_rng) : 1;
-    r.output_tokens = output.value().sample(output_rng);
-    r.max_tokens = max_tokens_value;
-    const int32_t k = picker ? picker->draw() : -1;
-    if (k >= 0 && !prepend_prefix(r, prefix_segment(k, picker->options().tokens), i)) {
-      const TableFields pf(*g.table().get("prefixes")->as_table(), path, "generate.prefixes");
-      return pf.error_at_key("tokens", "a prefix plus a drawn prompt exceed " +
-                                           std::to_string(kMaxTokens) + " tokens; lower tokens or "
-                                           "generate.prompt_tokens.max");
+  // The arrivals: `count` of them (one more to drop when normalizing), or those before `end`.
+  ArrivalClock clock(*plan.process, Rng::stream(plan.seed, kArrivalStream));
+  const std::optional<int64_t> draws = plan.normalize ? std::optional<int64_t>(*plan.count + 1) : plan.count;
+  Time last = 0;
+  for (int64_t i = 0; !draws || i < *draws; ++i) {
+    const Time t = clock.next();
+    if (plan.end && t >= *plan.end) break;  // arrivals strictly before T only
+    if (t == kNever) {
+      return g.error_at_key("requests", "arrivals run past 1e9 seconds at this rate; raise "
+                                        "generate.arrival.rate or lower requests");
     }
+    if (i == kMaxGeneratedRequests) return too_many_requests(g);
+    last = t;
+    ++plan.size;
   }
-  if (priority.value()) assign_priorities(*priority.value(), w.seed, w.requests);
-  return w;
+  if (plan.normalize && plan.size > 0) --plan.size;  // the first is dropped
+  if (plan.normalize) {
+    const double target = static_cast<double>(*plan.count) / load.request_rate;
+    if (to_seconds(last) > 0 && target <= kMaxArrivalSeconds) plan.factor = target / to_seconds(last);
+  }
+  return plan;
 }
 
+// Draws the requests of a plan without sessions one at a time: the i-th is "r<i>", drawn from the
+// arrival, prompt, output, prefix and priority streams in turn.
+class GeneratedRequests final : public RequestStream {
+ public:
+  explicit GeneratedRequests(GenerationPlan plan)
+      : plan_(std::move(plan)),
+        clock_(*plan_.process, Rng::stream(plan_.seed, kArrivalStream)),
+        prompt_rng_(Rng::stream(plan_.seed, kPromptStream)),
+        output_rng_(Rng::stream(plan_.seed, kOutputStream)) {
+    if (plan_.prefixes) picker_.emplace(*plan_.prefixes, plan_.seed);
+    if (plan_.priority) priority_.emplace(*plan_.priority, plan_.seed);
+    if (plan_.normalize) clock_.next();  // vLLM bench drops the first arrival
+  }
+
+  bool next(RequestSpec& r) override {
+    if (!error_.empty() || (plan_.count && i_ >= *plan_.count)) return false;
+    Time t = clock_.next();
+    if (plan_.end && t >= *plan_.end) return false;
+    if (plan_.factor != 1.0) t = from_seconds(to_seconds(t) * plan_.factor);
+    r = RequestSpec{};
+    r.id = "r" + std::to_string(i_);
+    r.arrival = t;
+    r.prompt_tokens = plan_.prompt ? plan_.prompt->sample(prompt_rng_) : 1;
+    r.output_tokens = plan_.output->sample(output_rng_);
+    r.max_tokens = plan_.max_tokens;
+    const int32_t k = picker_ ? picker_->draw() : -1;
+    if (k >= 0 && !prepend_prefix(r, prefix_segment(k, picker_->options().tokens), static_cast<uint64_t>(i_))) {
+      error_ = plan_.prefix_error;
+      return false;
+    }
+    if (priority_) r.priority = priority_->draw();
+    ++i_;
+    return true;
+  }
+
+  const std::string& error() const override { return error_; }
+
+ private:
+  GenerationPlan plan_;
+  ArrivalClock clock_;
+  Rng prompt_rng_, output_rng_;
+  std::optional<PrefixPicker> picker_;
+  std::optional<PriorityPicker> priority_;
+  int64_t i_ = 0;
+  std::string error_;
+};
+
+Result<Workload> generate(const toml::table& table, const std::string& path,
+                          std::optional<uint64_t> seed_override, const LoadControls& load) {
+  auto planned = plan_generation(table, path, seed_override, load);
+  if (!planned) return planned.error();
+  GenerationPlan& plan = planned.value();
+  Workload w;
+  w.path = path;
+  w.seed = plan.seed;
+  if (plan.sessions) {
+    ArrivalClock clock(*plan.process, Rng::stream(plan.seed, kArrivalStream));
+    const TableFields g(table, path, "generate");
+    auto starts = arrival_times(clock, plan.count, plan.end, g);
+    if (!starts) return starts.error();
+    const TurnDraws draws{plan.prompt ? &*plan.prompt : nullptr, &*plan.output, plan.max_tokens,
+                          plan.prefixes ? &*plan.prefixes : nullptr, w.seed};
+    const TableFields s(*table.get("sessions")->as_table(), path, "generate.sessions");
+    auto turns = generate_sessions(*plan.sessions, starts.value(), draws, s);
+    if (!turns) return turns.error();
+    w.requests = std::move(turns).value();
+    if (plan.priority) assign_priorities(*plan.priority, w.seed, w.requests);
+    return w;
+  }
+  w.requests.reserve(static_cast<size_t>(plan.size));
+  GeneratedRequests stream(std::move(plan));
+  RequestSpec r;
+  while (stream.next(r)) w.requests.push_back(std::move(r));
+  if (!stream.error().empty()) return Error{stream.error()};
+  return w;
+}
 
 // The load controls that apply after loading: num_prompts, then the re-timing of workloads that
 // were not generated (generated ones drew their arrivals under request_rate and burstiness).
@@ -336,6 +421,31 @@ Result<Workload> parse_workload(std::string_view text, const std::string& path,
   auto w = parse_workload_section(text, path, seed_override, load, &generated);
   if (!w || !load.any()) return w;
   return apply_load(std::move(w).value(), load, generated);
+}
+
+Result<std::unique_ptr<RequestStream>> open_request_stream(const std::string& path,
+                                                          std::optional<uint64_t> seed_override,
+                                                          const LoadControls& load, uint64_t* seed) {
+  std::unique_ptr<RequestStream> none;
+  if (is_trace_path(path) || load.time_scale > 0) return none;
+  if (Status s = check_load_controls(load); !s.ok()) return s.error();
+  Result<std::string> text = read_text_file(path);
+  if (!text) return text.error();
+  auto parsed = parse_toml(text.value(), path);
+  if (!parsed) return parsed.error();
+  const toml::table& root = parsed.value();
+  const toml::node* node = root.get("generate");
+  if (root.size() != 1 || node == nullptr || !node->is_table()) return none;  // load_workload says
+  if (node->as_table()->contains("sessions")) return none;  // conversations depend on each other
+  auto plan = plan_generation(*node->as_table(), path, seed_override, load);
+  if (!plan) return plan.error();
+  if (plan.value().prefixes) {
+    const int64_t longest = int64_t{plan.value().prompt ? plan.value().prompt->max() : 1} +
+                            plan.value().prefixes->tokens;
+    if (longest > kMaxTokens) return none;  // load_workload reports a prompt that is too long
+  }
+  *seed = plan.value().seed;
+  return std::unique_ptr<RequestStream>(std::make_unique<GeneratedRequests>(std::move(plan).value()));
 }
 
 Result<Workload> load_workload(const std::string& path, std::optional<uint64_t> seed_override,

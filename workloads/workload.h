@@ -28,12 +28,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "sim/request.h"
+#include "sim/request_stream.h"
 #include "sim/result.h"
 #include "workloads/load_controls.h"
 
@@ -60,6 +62,16 @@ struct Workload {
 // `load` applies vLLM bench's load controls (load_controls.h); the defaults change nothing.
 Result<Workload> load_workload(const std::string& path, std::optional<uint64_t> seed_override,
                                const LoadControls& load = {});
+
+// The same requests one at a time, for a run that should not hold them all: opens `path` as a
+// stream when it is a [generate] workload without sessions (and without time_scale, which the
+// stream does not apply), and sets *seed to the seed used; otherwise returns nullptr, and
+// load_workload is the way (traces, explicit requests, conversations, and anything wrong with the
+// file, which load_workload reports). Errors in the [generate] table itself are returned as
+// load_workload would return them.
+Result<std::unique_ptr<RequestStream>> open_request_stream(const std::string& path,
+                                                          std::optional<uint64_t> seed_override,
+                                                          const LoadControls& load, uint64_t* seed);
 
 // Same from text already in memory; `path` is used only in messages and copied into Workload::path.
 Result<Workload> parse_workload(std::string_view text, const std::string& path,
