@@ -92,6 +92,11 @@ class Policy {
   // default, false, runs every iteration through next_batch.
   virtual bool decode_batch_repeats(ReplicaView& /*view*/) const { return false; }
 
+  // Whether the policy keeps pointers to requests that have finished (static batching keeps its
+  // batch until every member is done). A streamed run reuses a settled request's memory for the
+  // next arrival only when no policy does. Asked once, before the run.
+  virtual bool holds_finished_requests() const { return false; }
+
   // How the replica orders its waiting queue for this policy; asked once, before the run.
   virtual QueueOrder queue_order() const { return QueueOrder::kFcfs; }
   // How the replica's block manager queues freed blocks for reuse; asked once, before the run.

@@ -29,6 +29,7 @@ class StaticPolicy final : public Policy {
   }
 
   std::string_view name() const override { return "static"; }
+  bool holds_finished_requests() const override { return true; }  // members_
 
   toml::table options() const override {
     toml::table t;

@@ -98,18 +98,30 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
     if (!b.ok()) return b.error();
     backends.push_back(std::move(b.value()));
   }
+  // The workload: shared by a sweep's points; streamed, for a single run, when it is generated
+  // independent requests (a run of millions then holds only those in flight); else loaded.
   std::shared_ptr<const Workload> workload;
+  std::unique_ptr<RequestStream> stream;
+  uint64_t workload_seed = 0;
   const LoadControls load = load_controls(config);
   if (env.workloads != nullptr) {
     auto w = env.workloads->get(trace.value(), config.seed, load);
     if (!w.ok()) return w.error();
     workload = std::move(w).value();
   } else {
-    Result<Workload> w = load_workload(trace.value(), config.seed, load);
-    if (!w.ok()) return w.error();
-    workload = std::make_shared<const Workload>(std::move(w).value());
+    auto s = open_request_stream(trace.value(), config.seed, load, &workload_seed);
+    if (!s.ok()) return s.error();
+    stream = std::move(s).value();
+    if (stream == nullptr) {
+      Result<Workload> w = load_workload(trace.value(), config.seed, load);
+      if (!w.ok()) return w.error();
+      workload = std::make_shared<const Workload>(std::move(w).value());
+    }
   }
-  if (workload->requests.empty()) return Error{trace.value() + ": the workload has no requests"};
+  if (workload != nullptr) workload_seed = workload->seed;
+  if (workload != nullptr ? workload->requests.empty() : stream->size() == 0) {
+    return Error{trace.value() + ": the workload has no requests"};
+  }
   const Backend& first = *backends.front();
   // The files the backend actually uses (its defaults included), for the record.
   if (!first.hardware_path().empty()) hardware = first.hardware_path();
@@ -132,7 +144,7 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
   info.model = model;
   info.workload = trace.value();
   info.config_toml = config_to_toml(config, policies.front()->options());
-  info.seed = workload->seed;
+  info.seed = workload_seed;
   info.version = SERVESIM_VERSION;
   info.host = this_host();
   info.pid = static_cast<int64_t>(::getpid());
@@ -198,9 +210,12 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
   const auto started = std::chrono::steady_clock::now();
   RunResult result;
   {
-    Simulator sim(workload->requests, options, std::move(policies), std::move(backends),
-                  std::move(recorders));
-    result = sim.run(env.stop);  // returns at once if a signal came already
+    std::unique_ptr<Simulator> sim =
+        stream != nullptr ? std::make_unique<Simulator>(*stream, options, std::move(policies),
+                                                        std::move(backends), std::move(recorders))
+                          : std::make_unique<Simulator>(workload->requests, options, std::move(policies),
+                                                        std::move(backends), std::move(recorders));
+    result = sim->run(env.stop);  // returns at once if a signal came already
   }
 
   RunOutput out;

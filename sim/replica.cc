@@ -267,7 +267,7 @@ void Replica::finish_iteration(Time now) {
 void Replica::complete(Request& r) {
   r.finished = now_;
   for (Recorder* rec : recorders_) rec->on_request(r);
-  settled_->push_back(r.index);
+  settled_->push_back(r.slot);
 }
 
 void Replica::admit(Sequence* seq, int32_t num_cached_tokens) {
@@ -329,7 +329,7 @@ void Replica::reject(Sequence* seq, RejectCause cause, std::string reason) {
   r.reason = std::move(reason);
   r.cause = cause;
   for (Recorder* rec : recorders_) rec->on_request(r);
-  settled_->push_back(r.index);
+  settled_->push_back(r.slot);
 }
 
 void Replica::hold_response(Sequence* seq) { req(seq).held = true; }

@@ -23,8 +23,8 @@ namespace servesim {
 
 class Replica final : public ReplicaView {
  public:
-  // `more_arrivals` points at the simulator's flag; the index of every request whose fate is
-  // settled here (complete or rejected) is appended to *settled. Both and the recorders outlive the
+  // `more_arrivals` points at the simulator's flag; the slot (Request::slot) of every request whose
+  // fate is settled here (complete or rejected) is appended to *settled. Both and the recorders outlive the
   // replica.
   Replica(int32_t id, SchedulerLimits limits, int64_t max_model_len, BlockManager kv,
           std::unique_ptr<Policy> policy,

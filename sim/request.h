@@ -120,6 +120,7 @@ struct Request : Sequence {
   bool capped = false;         // spec->output_tokens exceeded max_tokens (finish reason "length")
   bool held = false;           // response released by the policy, not at the last token
   int16_t replica = -1;
+  int32_t slot = 0;            // where the simulator keeps it (its index, unless streamed)
   Time due = -1;               // when the client meant to send it (its arrival, or its parents'
                                // finish plus think time); later than `arrival` when
                                // max_concurrency held it back

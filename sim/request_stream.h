@@ -3,6 +3,7 @@
 // non-decreasing arrival order.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "sim/request.h"
@@ -17,6 +18,8 @@ class RequestStream {
   virtual bool next(RequestSpec& spec) = 0;
   // Empty unless next() failed.
   virtual const std::string& error() const = 0;
+  // How many requests it gives in all, or -1 when it cannot tell before reading them.
+  virtual int64_t size() const { return -1; }
 };
 
 }  // namespace servesim

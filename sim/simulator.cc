@@ -9,14 +9,42 @@
 
 namespace servesim {
 
+Simulator::Simulator(const SimOptions& options, std::vector<std::unique_ptr<Policy>> policies,
+                     std::vector<std::unique_ptr<Backend>> backends, std::vector<Recorder*> recorders)
+    : recorders_(std::move(recorders)),
+      max_concurrency_(options.max_concurrency),
+      max_model_len_(options.max_model_len),
+      default_max_tokens_(options.default_max_tokens) {
+  assert(options.replicas >= 1);
+  assert(policies.size() == static_cast<size_t>(options.replicas));
+  assert(backends.size() == policies.size());
+  for (int32_t i = 0; i < options.replicas; ++i) {
+    auto& backend = backends[static_cast<size_t>(i)];
+    const int64_t blocks =
+        options.kv_blocks >= 0 ? options.kv_blocks : backend->kv_blocks(options.block_size);
+    std::unique_ptr<Policy>& policy = policies[static_cast<size_t>(i)];
+    const FreeOrder free_order = policy->kv_free_order();
+    if (policy->holds_finished_requests()) reuse_slots_ = false;
+    replicas_.push_back(std::make_unique<Replica>(
+        i, options.limits, options.max_model_len,
+        BlockManager(options.block_size, blocks, options.prefix_caching, free_order),
+        std::move(policy), std::move(backend), recorders_,
+        &more_arrivals_, &settled_));
+  }
+  pending_wake_.assign(replicas_.size(), kNever);
+  child_arrivals_.resize(replicas_.size());
+  const bool leaps = options.leap && std::all_of(recorders_.begin(), recorders_.end(), [](const Recorder* r) {
+                       return r->accepts_decode_steps();
+                     });
+  for (auto& rep : replicas_) rep->enable_leaps(leaps);
+  if (max_concurrency_ > 0) narrow_horizons_ = false;
+}
+
 Simulator::Simulator(const std::vector<RequestSpec>& specs, const SimOptions& options,
                      std::vector<std::unique_ptr<Policy>> policies,
                      std::vector<std::unique_ptr<Backend>> backends,
                      std::vector<Recorder*> recorders)
-    : recorders_(std::move(recorders)), max_concurrency_(options.max_concurrency) {
-  assert(options.replicas >= 1);
-  assert(policies.size() == static_cast<size_t>(options.replicas));
-  assert(backends.size() == policies.size());
+    : Simulator(options, std::move(policies), std::move(backends), std::move(recorders)) {
   const size_t n = specs.size();
   requests_.resize(n);
   child_start_.assign(n + 1, 0);
@@ -24,39 +52,12 @@ Simulator::Simulator(const std::vector<RequestSpec>& specs, const SimOptions& op
   ready_at_.assign(n, 0);
   for (size_t i = 0; i < n; ++i) {
     const RequestSpec& spec = specs[i];
-    Request& r = requests_[i];
-    r.spec = &spec;
-    r.index = static_cast<int32_t>(i);
-    r.arrival = spec.arrival;
-    r.prompt_tokens = spec.prompt_tokens;
-    r.priority = spec.priority;
-    const int64_t room = options.max_model_len - spec.prompt_tokens;  // context left for output
-    int64_t max_tokens = spec.max_tokens > 0          ? spec.max_tokens
-                         : options.default_max_tokens > 0 ? options.default_max_tokens
-                         : options.max_model_len > 0      ? room
-                                                          : 2048;
-    if (options.max_model_len > 0) max_tokens = std::min(max_tokens, room);
-    r.max_tokens = static_cast<int32_t>(std::max<int64_t>(max_tokens, 1));
-    r.output_tokens = std::min(spec.output_tokens, r.max_tokens);  // the engine stops at max_tokens
-    r.capped = spec.output_tokens > r.max_tokens;
-    if (spec.prompt.empty()) {
-      r.own_prompt = {content_id(kUniqueContent, i), spec.prompt_tokens};
-      r.prompt_segments = &r.own_prompt;
-      r.num_prompt_segments = 1;
-    } else {
-      r.prompt_segments = spec.prompt.data();
-      r.num_prompt_segments = static_cast<int32_t>(spec.prompt.size());
-      assert(std::accumulate(spec.prompt.begin(), spec.prompt.end(), int64_t{0},
-                             [](int64_t a, const Segment& s) { return a + s.tokens; }) ==
-             spec.prompt_tokens);
-    }
-    r.output_id = spec.output_id != 0 ? spec.output_id : content_id(kOutputContent, i);
+    init_request(requests_[i], spec, static_cast<int32_t>(i), static_cast<int32_t>(i));
     parents_left_[i] = static_cast<int32_t>(spec.after.size());
     for (int32_t p : spec.after) ++child_start_[static_cast<size_t>(p) + 1];
     if (spec.after.empty()) independent_.push_back(static_cast<int32_t>(i));
     if (spec.after.size() > 1) narrow_horizons_ = false;
   }
-  if (max_concurrency_ > 0) narrow_horizons_ = false;
   pending_dependents_ = static_cast<int64_t>(n - independent_.size());
   std::partial_sum(child_start_.begin(), child_start_.end(), child_start_.begin());
   children_.resize(static_cast<size_t>(child_start_[n]));
@@ -70,32 +71,115 @@ Simulator::Simulator(const std::vector<RequestSpec>& specs, const SimOptions& op
   if (!std::is_sorted(independent_.begin(), independent_.end(), by_arrival)) {
     std::stable_sort(independent_.begin(), independent_.end(), by_arrival);
   }
-
-  for (int32_t i = 0; i < options.replicas; ++i) {
-    auto& backend = backends[static_cast<size_t>(i)];
-    const int64_t blocks =
-        options.kv_blocks >= 0 ? options.kv_blocks : backend->kv_blocks(options.block_size);
-    std::unique_ptr<Policy>& policy = policies[static_cast<size_t>(i)];
-    const FreeOrder free_order = policy->kv_free_order();
-    replicas_.push_back(std::make_unique<Replica>(
-        i, options.limits, options.max_model_len,
-        BlockManager(options.block_size, blocks, options.prefix_caching, free_order),
-        std::move(policy), std::move(backend), recorders_,
-        &more_arrivals_, &settled_));
-  }
-  pending_wake_.assign(replicas_.size(), kNever);
-  child_arrivals_.resize(replicas_.size());
-  const bool leaps = options.leap && std::all_of(recorders_.begin(), recorders_.end(), [](const Recorder* r) {
-                       return r->accepts_decode_steps();
-                     });
-  for (auto& rep : replicas_) rep->enable_leaps(leaps);
   more_arrivals_ = !requests_.empty();
+}
+
+Simulator::Simulator(RequestStream& stream, const SimOptions& options,
+                     std::vector<std::unique_ptr<Policy>> policies,
+                     std::vector<std::unique_ptr<Backend>> backends,
+                     std::vector<Recorder*> recorders)
+    : Simulator(options, std::move(policies), std::move(backends), std::move(recorders)) {
+  stream_ = &stream;
+  look_ahead(1);
+  more_arrivals_ = !upcoming_.empty();
+}
+
+void Simulator::init_request(Request& r, const RequestSpec& spec, int32_t index, int32_t slot) const {
+  r.spec = &spec;
+  r.index = index;
+  r.slot = slot;
+  r.arrival = spec.arrival;
+  r.prompt_tokens = spec.prompt_tokens;
+  r.priority = spec.priority;
+  const int64_t room = max_model_len_ - spec.prompt_tokens;  // context left for output
+  int64_t max_tokens = spec.max_tokens > 0          ? spec.max_tokens
+                       : default_max_tokens_ > 0    ? default_max_tokens_
+                       : max_model_len_ > 0         ? room
+                                                    : 2048;
+  if (max_model_len_ > 0) max_tokens = std::min(max_tokens, room);
+  r.max_tokens = static_cast<int32_t>(std::max<int64_t>(max_tokens, 1));
+  r.output_tokens = std::min(spec.output_tokens, r.max_tokens);  // the engine stops at max_tokens
+  r.capped = spec.output_tokens > r.max_tokens;
+  if (spec.prompt.empty()) {
+    r.own_prompt = {content_id(kUniqueContent, static_cast<uint64_t>(index)), spec.prompt_tokens};
+    r.prompt_segments = &r.own_prompt;
+    r.num_prompt_segments = 1;
+  } else {
+    r.prompt_segments = spec.prompt.data();
+    r.num_prompt_segments = static_cast<int32_t>(spec.prompt.size());
+    assert(std::accumulate(spec.prompt.begin(), spec.prompt.end(), int64_t{0},
+                           [](int64_t a, const Segment& s) { return a + s.tokens; }) ==
+           spec.prompt_tokens);
+  }
+  r.output_id = spec.output_id != 0 ? spec.output_id : content_id(kOutputContent, static_cast<uint64_t>(index));
+}
+
+bool Simulator::look_ahead(size_t count) {
+  while (upcoming_.size() < count && !stream_done_) {
+    RequestSpec spec;
+    if (!stream_->next(spec)) {
+      stream_done_ = true;
+      if (!stream_->error().empty() && failure_.empty()) failure_ = stream_->error();
+      break;
+    }
+    const Time last = upcoming_.empty() ? last_streamed_ : upcoming_.back().arrival;
+    if (!spec.after.empty() || spec.arrival < last || spec.arrival < 0 || spec.arrival > kTimeHorizon) {
+      stream_done_ = true;
+      if (failure_.empty()) {
+        failure_ = "request '" + spec.id + "' of the stream " +
+                   (!spec.after.empty() ? std::string("follows other requests, which a stream cannot hold")
+                                        : "arrives out of order or outside the horizon") +
+                   " (a bug: please report it with the workload)";
+      }
+      break;
+    }
+    upcoming_.push_back(std::move(spec));
+  }
+  return upcoming_.size() >= count;
+}
+
+bool Simulator::has_next_arrival() const {
+  return stream_ != nullptr ? !upcoming_.empty() : next_arrival_ < independent_.size();
+}
+
+Time Simulator::next_arrival_time() const {
+  return stream_ != nullptr ? upcoming_.front().arrival
+                            : requests_[static_cast<size_t>(independent_[next_arrival_])].arrival;
+}
+
+Time Simulator::arrival_after(size_t m) {
+  if (stream_ != nullptr) return look_ahead(m + 1) ? upcoming_[m].arrival : kNever;
+  return next_arrival_ + m < independent_.size()
+             ? requests_[static_cast<size_t>(independent_[next_arrival_ + m])].arrival
+             : kNever;
+}
+
+Request& Simulator::take_arrival() {
+  if (stream_ == nullptr) return requests_[static_cast<size_t>(independent_[next_arrival_++])];
+  // A free slot, or a new one: the streamed request lives there until it is settled.
+  size_t slot;
+  if (!free_slots_.empty()) {
+    slot = static_cast<size_t>(free_slots_.back());
+    free_slots_.pop_back();
+    requests_[slot] = Request{};
+  } else {
+    slot = requests_.size();
+    requests_.emplace_back();
+    specs_.emplace_back();
+  }
+  specs_[slot] = std::move(upcoming_.front());
+  upcoming_.pop_front();
+  last_streamed_ = specs_[slot].arrival;
+  Request& r = requests_[slot];
+  init_request(r, specs_[slot], static_cast<int32_t>(streamed_++), static_cast<int32_t>(slot));
+  look_ahead(1);
+  return r;
 }
 
 void Simulator::arrive(Request& r, Time now) {
   r.due = now;
   if (max_concurrency_ > 0 && in_flight_ >= max_concurrency_) {
-    held_.push_back(r.index);
+    held_.push_back(r.slot);
     return;
   }
   send(r, now);
@@ -120,6 +204,21 @@ void Simulator::settle_dependents(Time now) {
   for (size_t k = 0; k < settled_.size(); ++k) {
     const auto p = static_cast<size_t>(settled_[k]);
     const Request& parent = requests_[p];
+    if (stream_ != nullptr) {
+      // Nothing follows a streamed request: its slot is free for the next arrival once its slot
+      // under max_concurrency is handed on.
+      if (parent.replica >= 0) {
+        --in_flight_;
+        if (!held_.empty()) {
+          events_.push(now, EventKind::kSend, held_.front());
+          held_.pop_front();
+          ++in_flight_;
+        }
+      }
+      if (!settled_in_order(parent) && bug_.empty()) bug_ = order_error(parent);
+      if (reuse_slots_) free_slots_.push_back(static_cast<int32_t>(p));
+      continue;
+    }
     if (parent.replica >= 0) {  // it was sent: its slot is free, for the next request held
       --in_flight_;
       if (!held_.empty()) {
@@ -191,20 +290,18 @@ void Simulator::schedule_idle(Time now) {
   }
 }
 
-Time Simulator::horizon(size_t i, Time now) const {
-  const size_t n = independent_.size();
+Time Simulator::horizon(size_t i, Time now) {
   if (narrow_horizons_) {
     // Round robin sends replica i the m-th next independent request.
     const size_t count = replicas_.size();
     const size_t m = (i + count - round_robin_) % count;
-    Time h = next_arrival_ + m < n ? requests_[static_cast<size_t>(independent_[next_arrival_ + m])].arrival
-                                   : kNever;
+    Time h = arrival_after(m);
     if (!child_arrivals_[i].empty()) h = std::min(h, child_arrivals_[i].top());
     return h;
   }
   // Anything may happen at the next event anywhere, or when another replica's first iteration
   // ends (its leap, if any, ends later and finishes nothing earlier).
-  Time h = next_arrival_ < n ? requests_[static_cast<size_t>(independent_[next_arrival_])].arrival : kNever;
+  Time h = has_next_arrival() ? next_arrival_time() : kNever;
   if (!events_.empty()) h = std::min(h, events_.top().time);
   for (const Starting& s : starting_) {
     if (s.replica != i && s.end != kNever) h = std::min(h, s.end);
@@ -219,14 +316,14 @@ int64_t Simulator::leapt_iterations() const {
 }
 
 RunResult Simulator::run(const std::atomic<bool>* stop) {
-  const size_t n = independent_.size();
   while (true) {
     if (stop != nullptr && stop->load(std::memory_order_relaxed)) {
       return finish({RunOutcome::kInterrupted, ""});
     }
     if (!failure_.empty()) return finish({RunOutcome::kFailed, failure_, true});
+    if (!bug_.empty()) return finish({RunOutcome::kFailed, bug_});
     Time now = kNever;
-    if (next_arrival_ < n) now = requests_[static_cast<size_t>(independent_[next_arrival_])].arrival;
+    if (has_next_arrival()) now = next_arrival_time();
     if (!events_.empty()) now = std::min(now, events_.top().time);
     if (now == kNever) break;
 
@@ -248,10 +345,7 @@ RunResult Simulator::run(const std::atomic<bool>* stop) {
             break;
         }
       }
-      while (next_arrival_ < n &&
-             requests_[static_cast<size_t>(independent_[next_arrival_])].arrival == now) {
-        arrive(requests_[static_cast<size_t>(independent_[next_arrival_++])], now);
-      }
+      while (has_next_arrival() && next_arrival_time() == now) arrive(take_arrival(), now);
       // Requests that finished just now release children with no think time: they arrive now too.
       settle_dependents(now);
     } while (!events_.empty() && events_.top().time == now);
@@ -259,7 +353,7 @@ RunResult Simulator::run(const std::atomic<bool>* stop) {
     // scheduled dependent arrival) may release one. Dependent requests whose parents merely wait,
     // and requests held by max_concurrency while every request in flight merely waits, do not
     // count: a policy waiting for them would wait forever.
-    more_arrivals_ = next_arrival_ < n || ((pending_dependents_ > 0 || !held_.empty()) && !events_.empty());
+    more_arrivals_ = has_next_arrival() || ((pending_dependents_ > 0 || !held_.empty()) && !events_.empty());
     schedule_idle(now);
     settle_dependents(now);  // releases and rejections made while scheduling
   }
@@ -274,18 +368,27 @@ RunResult Simulator::run(const std::atomic<bool>* stop) {
                        " requests waiting or running (a bug in the policy)"});
   }
   if (!failure_.empty()) return finish({RunOutcome::kFailed, failure_, true});
-  // A done run has settled every request, at times inside the horizon, in order.
-  for (const Request& r : requests_) {
-    const bool finished = r.status == RequestStatus::kDone && r.finished >= 0;
-    if (r.status == RequestStatus::kRejected) continue;
-    if (!finished || r.arrival < 0 || r.scheduled < r.arrival || r.first_token < r.scheduled ||
-        r.finished < r.first_token || r.finished > kTimeHorizon) {
-      return finish({RunOutcome::kFailed,
-                     "request '" + r.id() + "' did not finish in order inside the horizon " +
-                         "(a bug: please report it with the workload)"});
+  if (!bug_.empty()) return finish({RunOutcome::kFailed, bug_});
+  // A done run has settled every request, at times inside the horizon, in order (a streamed one
+  // was checked when its slot was freed).
+  if (stream_ == nullptr) {
+    for (const Request& r : requests_) {
+      if (!settled_in_order(r)) return finish({RunOutcome::kFailed, order_error(r)});
     }
   }
   return finish({RunOutcome::kDone, ""});
+}
+
+bool Simulator::settled_in_order(const Request& r) {
+  if (r.status == RequestStatus::kRejected) return true;
+  const bool finished = r.status == RequestStatus::kDone && r.finished >= 0;
+  return finished && r.arrival >= 0 && r.scheduled >= r.arrival && r.first_token >= r.scheduled &&
+         r.finished >= r.first_token && r.finished <= kTimeHorizon;
+}
+
+std::string Simulator::order_error(const Request& r) {
+  return "request '" + r.id() + "' did not finish in order inside the horizon " +
+         "(a bug: please report it with the workload)";
 }
 
 RunResult Simulator::finish(RunResult result) {

@@ -31,6 +31,7 @@
 #include "sim/recorder.h"
 #include "sim/replica.h"
 #include "sim/request.h"
+#include "sim/request_stream.h"
 
 namespace servesim {
 
@@ -68,17 +69,36 @@ class Simulator {
   Simulator(const std::vector<RequestSpec>& specs, const SimOptions& options,
             std::vector<std::unique_ptr<Policy>> policies,
             std::vector<std::unique_ptr<Backend>> backends, std::vector<Recorder*> recorders);
+  // The same over a stream of independent requests (it must outlive the simulator), holding only
+  // those in flight: a request's slot is reused once it is settled and recorded, and requests()
+  // then holds the slots, not the workload. A request out of order, or one with `after`, fails the
+  // run; so does a stream's error (as bad input).
+  Simulator(RequestStream& stream, const SimOptions& options,
+            std::vector<std::unique_ptr<Policy>> policies,
+            std::vector<std::unique_ptr<Backend>> backends, std::vector<Recorder*> recorders);
 
   // Runs to the end of the workload, or until *stop becomes true (SIGINT). Calls every recorder's
   // on_run_end before returning.
   RunResult run(const std::atomic<bool>* stop = nullptr);
 
-  const std::vector<Request>& requests() const { return requests_; }
+  const std::deque<Request>& requests() const { return requests_; }
   const Replica& replica(int32_t i) const { return *replicas_[static_cast<size_t>(i)]; }
   // Iterations the replicas leapt over (all but the first of every leap).
   int64_t leapt_iterations() const;
 
  private:
+  // What both constructors share: the replicas.
+  Simulator(const SimOptions& options, std::vector<std::unique_ptr<Policy>> policies,
+            std::vector<std::unique_ptr<Backend>> backends, std::vector<Recorder*> recorders);
+  void init_request(Request& r, const RequestSpec& spec, int32_t index, int32_t slot) const;
+  // The independent arrivals, from the workload or the stream.
+  bool has_next_arrival() const;
+  Time next_arrival_time() const;  // REQUIRES: has_next_arrival()
+  Time arrival_after(size_t m);    // of the m-th next (0: the next); kNever when there is none
+  Request& take_arrival();         // REQUIRES: has_next_arrival()
+  bool look_ahead(size_t count);   // reads the stream until `count` wait in upcoming_
+  static bool settled_in_order(const Request& r);
+  static std::string order_error(const Request& r);
   // A request's time to be sent has come: sends it, or holds it while max_concurrency are in flight.
   void arrive(Request& r, Time now);
   // Routes r to a replica at `now`.
@@ -87,10 +107,10 @@ class Simulator {
   void schedule_idle(Time now);
   // The earliest time at which something from outside may reach replica i, which is idle at `now`
   // and about to start an iteration (see schedule_idle).
-  Time horizon(size_t i, Time now) const;
+  Time horizon(size_t i, Time now);
   RunResult finish(RunResult result);
 
-  std::vector<Request> requests_;
+  std::deque<Request> requests_;  // by slot (a request's index, unless streamed)
   std::vector<std::unique_ptr<Replica>> replicas_;
   std::vector<Recorder*> recorders_;
   std::vector<Time> pending_wake_;  // per replica, to push each wake-up once
@@ -108,7 +128,20 @@ class Simulator {
   bool more_arrivals_ = true;
   int64_t max_concurrency_ = 0;   // 0: unlimited
   int64_t in_flight_ = 0;         // sent, not settled
-  std::deque<int32_t> held_;      // due, waiting for a slot under max_concurrency
+  std::deque<int32_t> held_;      // due, waiting for a slot under max_concurrency (slots)
+  std::string bug_;               // an inconsistency found in a streamed request
+  const int64_t max_model_len_;
+  const int32_t default_max_tokens_;
+  // Streaming: the stream, the specs of the requests in flight (by slot), the slots free for reuse,
+  // and the next requests read ahead (for the replicas' horizons).
+  RequestStream* stream_ = nullptr;
+  std::deque<RequestSpec> specs_;
+  std::vector<int32_t> free_slots_;
+  bool reuse_slots_ = true;  // false when a policy keeps finished requests (static batching)
+  std::deque<RequestSpec> upcoming_;
+  bool stream_done_ = false;
+  Time last_streamed_ = 0;
+  int64_t streamed_ = 0;
   // Leaps. With an open loop and no request after several others, a replica receives only the
   // independent arrivals that round robin sends it and the dependent requests that follow its own
   // requests; otherwise anything in flight anywhere may send it a request.

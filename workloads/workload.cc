@@ -267,6 +267,7 @@ class GeneratedRequests final : public RequestStream {
   }
 
   const std::string& error() const override { return error_; }
+  int64_t size() const override { return plan_.size; }
 
  private:
   GenerationPlan plan_;
