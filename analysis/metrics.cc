@@ -90,19 +90,30 @@ double percentile(std::span<const double> sorted, double p) {
   return lerp(sorted[v.lo], sorted[v.hi], v.gamma);
 }
 
-double weighted_percentile(std::span<const WeightedValue> runs, double p) {
+namespace {
+
+// weighted_percentile over any runs: value(r) and count(r) of each.
+template <typename Run, typename Value, typename Count>
+double weighted_percentile_of(std::span<const Run> runs, double p, Value value, Count count) {
   assert(!runs.empty() && p >= 0 && p <= 100);
   int64_t n = 0;
-  for (const WeightedValue& r : runs) n += r.count;
+  for (const Run& r : runs) n += count(r);
   const VirtualIndex v = virtual_index(n, p);
   // Walk cumulative counts to the run holding position lo of the expanded sample; position hi
   // (lo or lo + 1) is in the same run or starts the next one.
   size_t i = 0;
-  int64_t end = runs[0].count;  // one past the last position covered by runs[0..i]
-  while (end <= v.lo) end += runs[++i].count;
-  const double a = runs[i].value;
-  const double b = v.hi < end ? a : runs[i + 1].value;
+  int64_t end = count(runs[0]);  // one past the last position covered by runs[0..i]
+  while (end <= v.lo) end += count(runs[++i]);
+  const double a = value(runs[i]);
+  const double b = v.hi < end ? a : value(runs[i + 1]);
   return lerp(a, b, v.gamma);
+}
+
+}  // namespace
+
+double weighted_percentile(std::span<const WeightedValue> runs, double p) {
+  return weighted_percentile_of(
+      runs, p, [](const WeightedValue& r) { return r.value; }, [](const WeightedValue& r) { return r.count; });
 }
 
 std::span<const std::string_view> metric_names() { return kNames; }
@@ -114,7 +125,14 @@ std::optional<double> find_metric(std::span<const Metric> metrics, std::string_v
   return std::nullopt;
 }
 
-MetricsAccumulator::MetricsAccumulator(MetricsOptions options) : options_(options) {}
+MetricsAccumulator::MetricsAccumulator(MetricsOptions options) : options_(options) {
+  // One sample per request of each kind: exact percentiles need them all (8 bytes each).
+  if (options_.expected_requests > 0) {
+    const auto n = static_cast<size_t>(options_.expected_requests);
+    for (std::vector<double>* v : {&ttft_, &tpot_, &e2el_, &queue_}) v->reserve(n);
+    outstanding_.reserve(n);
+  }
+}
 
 void MetricsAccumulator::count_iteration(int32_t replica, Time duration, int32_t emitted,
                                          int64_t kv_used, int64_t kv_total) {
@@ -201,7 +219,7 @@ void merge_runs(std::vector<GapRun>& runs, size_t sorted, std::vector<GapRun>& s
 
 }  // namespace
 
-void MetricsAccumulator::compact_gaps() {
+void MetricsAccumulator::compact_gaps() const {
   std::vector<GapRun> scratch;
   merge_runs(gaps_, gaps_compacted_, scratch);
   gaps_compacted_ = gaps_.size();
@@ -319,18 +337,12 @@ std::vector<Metric> MetricsAccumulator::compute() const {
   add_distribution(out, "ttft", ttft_);
   add_distribution(out, "tpot", tpot_);
 
-  std::vector<std::pair<Time, int64_t>> gaps = gaps_, scratch;
-  merge_runs(gaps, gaps_compacted_, scratch);
-  std::vector<WeightedValue> runs;
-  runs.reserve(gaps.size());
+  // The ITL runs, merged in place (one run per distinct gap, in order): no copy of what may be
+  // millions of runs.
+  compact_gaps();
   Wide gap_sum = 0;  // ns
   int64_t gap_count = 0;
-  for (const auto& [gap, n] : gaps) {
-    if (!runs.empty() && runs.back().value == to_seconds(gap)) {
-      runs.back().count += n;
-    } else {
-      runs.push_back({to_seconds(gap), n});
-    }
+  for (const auto& [gap, n] : gaps_) {
     gap_sum += static_cast<Wide>(gap) * n;
     gap_count += n;
   }
@@ -338,7 +350,9 @@ std::vector<Metric> MetricsAccumulator::compute() const {
     out.push_back({"itl_mean", static_cast<double>(gap_sum) / 1e9 / static_cast<double>(gap_count)});
     for (size_t i = 0; i < kPercentiles.size(); ++i) {
       out.push_back({"itl" + std::string(kPercentileSuffixes[i]),
-                     weighted_percentile(runs, kPercentiles[i])});
+                     weighted_percentile_of(std::span<const GapRun>(gaps_), kPercentiles[i],
+                                            [](const GapRun& r) { return to_seconds(r.first); },
+                                            [](const GapRun& r) { return r.second; })});
     }
   }
   add_distribution(out, "e2el", e2el_);

@@ -39,6 +39,7 @@ struct MetricsOptions {
   int64_t kv_blocks = -1;         // per replica; -1: unlimited
   int32_t block_size = 16;
   double kv_bytes_per_token = 0;  // per replica (all its GPUs); 0: unknown
+  int64_t expected_requests = 0;  // the workload's size when known, to size the samples once
 };
 
 // The overload test: is the deployment falling behind its arrivals? The number of requests
@@ -113,7 +114,7 @@ class MetricsAccumulator : public Recorder {
  private:
   bool has_slos() const { return options_.slo_ttft > 0 || options_.slo_tpot > 0 || options_.slo_e2el > 0; }
   // Sorts and merges the ITL runs in place, so they hold one run per distinct gap.
-  void compact_gaps();
+  void compact_gaps() const;
   void add_gaps(Time gap, int64_t n);
   void count_iteration(int32_t replica, Time duration, int32_t emitted, int64_t kv_used, int64_t kv_total);
 
@@ -129,8 +130,9 @@ class MetricsAccumulator : public Recorder {
   int64_t cached_tokens_ = 0, cache_hits_ = 0;  // prompt tokens from the prefix cache; requests with any
   Time first_arrival_ = kNever, last_finished_ = -1;
   std::vector<double> ttft_, tpot_, e2el_, queue_;  // seconds, one per completed request
-  std::vector<std::pair<Time, int64_t>> gaps_;      // (token gap, count) runs
-  size_t gaps_compacted_ = 0;                       // size of gaps_ after the last compaction
+  // (token gap, count) runs; compacting them changes no value (so compute() may, being const).
+  mutable std::vector<std::pair<Time, int64_t>> gaps_;
+  mutable size_t gaps_compacted_ = 0;               // size of gaps_ after the last compaction
   Wide emitting_ns_ = 0;                            // sum of emitted * duration (ns)
   struct KvUse {
     Wide used_ns = 0;  // sum of blocks used * duration (ns)

@@ -183,6 +183,7 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
   mo.kv_blocks = config.kv_blocks >= 0 ? config.kv_blocks : first.kv_blocks(config.block_size);
   mo.block_size = config.block_size;
   mo.kv_bytes_per_token = first.kv_bytes_per_block() / config.block_size;
+  mo.expected_requests = workload != nullptr ? static_cast<int64_t>(workload->requests.size()) : stream->size();
   MetricsAccumulator metrics(mo);
   // The measuring backends log every iteration (`sim validate` and `sim calibrate` read them); so
   // does the unit backend unless told otherwise, whose step-by-step schedule is what it shows.
