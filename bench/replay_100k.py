@@ -42,6 +42,23 @@ def run_once(cmd):
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
+def db_megabytes(db):
+    """The size of a database and its write-ahead log, in MB; removes them."""
+    size = sum(os.path.getsize(db + s) for s in ("", "-wal") if os.path.exists(db + s)) / 1e6
+    for s in ("", "-wal", "-shm"):
+        if os.path.exists(db + s):
+            os.remove(db + s)
+    return size
+
+
+def passed_on(a):
+    """The --log and --set arguments given to the benchmark, for sim."""
+    extra = ["--log", a.log] if a.log else []
+    for kv in a.set:
+        extra += ["--set", kv]
+    return extra
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sim", default=os.path.join(ROOT, "build", "sim", "sim"))
@@ -60,13 +77,9 @@ def main():
                 cmd = [a.sim, "--trace", a.trace, "--model", "llama-2-7b", "--hardware", "a100-80gb",
                        "--policy", policy, "--max-num-seqs", "128", "--max-num-batched-tokens", budget,
                        "--replicas", str(replicas), "--db", db]
-                if a.log:
-                    cmd += ["--log", a.log]
-                for kv in a.set:
-                    cmd += ["--set", kv]
+                cmd += passed_on(a)
                 wall, cpu, rss = run_once(cmd)
-                size = sum(os.path.getsize(db + s) for s in ("", "-wal") if os.path.exists(db + s)) / 1e6
-                os.remove(db)
+                size = db_megabytes(db)
                 if best is None or wall < best[0]:
                     best = (wall, cpu, rss, size)
             print(f"{policy:<16} {budget:>6} {replicas:>8} {best[0]:>8.2f} {best[1]:>8.2f} {best[2]:>8.0f} {best[3]:>8.1f}")

@@ -20,7 +20,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from replay_100k import ROOT, run_once  # noqa: E402
+from replay_100k import ROOT, db_megabytes, passed_on, run_once  # noqa: E402
 
 WORKLOAD = """[generate]
 requests = {n}
@@ -63,13 +63,9 @@ def main():
             cmd = [a.sim, "--trace", toml, "--replicas", str(a.replicas), "--db", db]
             cmd += (["--backend", "unit", "--policy", "continuous", "--max-num-seqs", "256"] if a.unit
                     else ["--policy", "chunked-prefill"])
-            if a.log:
-                cmd += ["--log", a.log]
-            for kv in a.set:
-                cmd += ["--set", kv]
+            cmd += passed_on(a)
             wall, cpu, rss = run_once(cmd)
-            size = sum(os.path.getsize(db + s) for s in ("", "-wal") if os.path.exists(db + s)) / 1e6
-            os.remove(db)
+            size = db_megabytes(db)
             print(f"{n:>10} {a.replicas:>8} {wall:>8.2f} {cpu:>8.2f} {rss:>8.0f} {size:>8.1f}", flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

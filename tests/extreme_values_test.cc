@@ -117,18 +117,8 @@ TEST(ExtremeValues, ExpectedOutcomes) {
   EXPECT_EQ(run(s[6])->result.outcome, RunOutcome::kFailed);  // its iteration would end past 10^9 s
 }
 
-std::vector<std::string> every_policy() {
-  std::vector<std::string> names;
-  for (const PolicyInfo& p : policy_registry()) names.emplace_back(p.name);
-  return names;
-}
-
-INSTANTIATE_TEST_SUITE_P(EveryPolicy, ExtremeValues, ::testing::ValuesIn(every_policy()),
-                         [](const auto& param_info) {
-                           std::string n = param_info.param;
-                           for (char& c : n) if (c == '-') c = '_';
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(EveryPolicy, ExtremeValues, ::testing::ValuesIn(registered_policies()),
+                         policy_test_name);
 
 }  // namespace
 }  // namespace servesim::testing

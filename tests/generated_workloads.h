@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "sim/simulator.h"
+
 namespace servesim::testing {
 
 inline const char* kWorkloads[] = {
@@ -105,6 +107,19 @@ inline std::vector<std::string> variants(const std::string& policy) {
   std::vector<std::string> v = {""};
   for (const std::string& e : extra[policy]) v.push_back(e);
   return v;
+}
+
+// The options the generated workloads run under: 16 sequences and 2,048 tokens per iteration
+// (every generated prompt, at most 2,000 tokens, fits the budget whole), and at most 300 output
+// tokens for requests that give no max_tokens.
+inline SimOptions generated_options(int64_t kv_blocks, int32_t replicas, int64_t max_concurrency = 0) {
+  SimOptions o;
+  o.limits = {16, 2048};
+  o.kv_blocks = kv_blocks;
+  o.replicas = replicas;
+  o.max_concurrency = max_concurrency;
+  o.default_max_tokens = 300;
+  return o;
 }
 
 }  // namespace servesim::testing

@@ -15,6 +15,7 @@
 #include "policies/registry.h"
 #include "sim/simulator.h"
 #include "tests/generated_workloads.h"
+#include "tests/sim_harness.h"
 #include "workloads/workload.h"
 
 namespace servesim::testing {
@@ -58,23 +59,16 @@ struct Outcome {
 
 Outcome simulate(const std::vector<RequestSpec>& specs, const PolicyInfo& policy,
                  const std::string& opts, SimOptions o, bool leap) {
-  BackendSetup setup;
-  setup.hardware = kData + "hardware/a100-80gb.toml";
-  setup.model = kData + "models/llama-3-8b.json";
-  setup.block_size = o.block_size;
   std::vector<std::unique_ptr<Policy>> policies;
   std::vector<std::unique_ptr<Backend>> backends;
   for (int32_t i = 0; i < o.replicas; ++i) {
     policies.push_back(std::move(policy.make(toml::parse(opts)).value()));
-    backends.push_back(std::move(make_roofline_backend(setup).value()));
+    backends.push_back(default_roofline());
   }
   o.max_model_len = backends.front()->max_model_len();
   o.prefix_caching = policy.prefix_caching;
   o.leap = leap;
-  MetricsOptions mo;
-  mo.max_num_seqs = o.limits.max_num_seqs;
-  mo.replicas = o.replicas;
-  MetricsAccumulator metrics(mo);
+  MetricsAccumulator metrics(metrics_options(o));
   Everything everything;
   Simulator sim(specs, o, std::move(policies), std::move(backends), {&metrics, &everything});
   Outcome out;
@@ -120,12 +114,7 @@ TEST_P(Leap, GivesExactlyTheResultsOfSteppingEveryIteration) {
         SCOPED_TRACE("workload " + std::to_string(w) + " [" + opts + "] kv_blocks=" +
                      std::to_string(kv_blocks) + " replicas=" + std::to_string(replicas) +
                      " max_concurrency=" + std::to_string(concurrency));
-        SimOptions o;
-        o.limits = {16, 2048};
-        o.kv_blocks = kv_blocks;
-        o.replicas = replicas;
-        o.max_concurrency = concurrency;
-        o.default_max_tokens = 300;
+        const SimOptions o = generated_options(kv_blocks, replicas, concurrency);
         const Outcome stepped = simulate(all[w], policy, opts, o, false);
         const Outcome leaping = simulate(all[w], policy, opts, o, true);
         ASSERT_EQ(stepped.result.outcome, RunOutcome::kDone) << stepped.result.error;
@@ -157,18 +146,8 @@ TEST_P(Leap, GivesExactlyTheResultsOfSteppingEveryIteration) {
   }
 }
 
-std::vector<std::string> registered() {
-  std::vector<std::string> names;
-  for (const PolicyInfo& p : policy_registry()) names.emplace_back(p.name);
-  return names;
-}
-
-INSTANTIATE_TEST_SUITE_P(EveryPolicy, Leap, ::testing::ValuesIn(registered()),
-                         [](const auto& param_info) {
-                           std::string n = param_info.param;
-                           std::replace(n.begin(), n.end(), '-', '_');
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(EveryPolicy, Leap, ::testing::ValuesIn(registered_policies()),
+                         policy_test_name);
 
 // The roofline's run of decodes prices each step exactly as price() prices that step's batch.
 TEST(LeapRoofline, DecodeRunStepsEqualPricingEachBatch) {

@@ -79,11 +79,7 @@ TEST_P(PolicyInvariants, HoldOnGeneratedWorkloads) {
         for (const std::string& opts : variants(policy)) {
           SCOPED_TRACE(policy + " [" + opts + "] kv_blocks=" + std::to_string(kv_blocks) +
                        " replicas=" + std::to_string(replicas));
-          SimOptions o;
-          o.limits = {16, 2048};  // every generated prompt (<= 2000) fits the budget whole
-          o.kv_blocks = kv_blocks;
-          o.replicas = replicas;
-          o.default_max_tokens = 300;
+          SimOptions o = generated_options(kv_blocks, replicas);
           o.prefix_caching = info->prefix_caching;
           InvariantChecker checker(o, policy != "static");
           CaptureRecorder capture;
@@ -130,20 +126,8 @@ TEST_P(PolicyInvariants, HoldOnGeneratedWorkloads) {
   }
 }
 
-std::vector<std::string> registered() {
-  std::vector<std::string> names;
-  for (const PolicyInfo& p : policy_registry()) names.emplace_back(p.name);
-  return names;
-}
-
-INSTANTIATE_TEST_SUITE_P(EveryPolicy, PolicyInvariants, ::testing::ValuesIn(registered()),
-                         [](const auto& param_info) {
-                           std::string n = param_info.param;
-                           for (char& ch : n) {
-                             if (ch == '-') ch = '_';
-                           }
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(EveryPolicy, PolicyInvariants, ::testing::ValuesIn(registered_policies()),
+                         policy_test_name);
 
 TEST(PolicyRegistry, NamesAreUniqueAndUnknownNamesListTheKnown) {
   std::set<std::string> names;

@@ -10,6 +10,8 @@
 #include <gtest/gtest.h>
 #include <toml++/toml.h>
 
+#include "analysis/metrics.h"
+#include "backends/roofline_backend.h"
 #include "backends/unit.h"
 #include "policies/registry.h"
 #include "sim/recorder.h"
@@ -121,6 +123,38 @@ inline std::unique_ptr<Run> simulate(const std::vector<RequestSpec>& specs, cons
 }
 
 inline double secs(Time t) { return to_seconds(t); }
+
+// Every registered policy's name, for suites that run one body per policy, and the test name of
+// one ("chunked-prefill" -> "chunked_prefill").
+inline std::vector<std::string> registered_policies() {
+  std::vector<std::string> names;
+  for (const PolicyInfo& p : policy_registry()) names.emplace_back(p.name);
+  return names;
+}
+inline std::string policy_test_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string n = info.param;
+  for (char& c : n) {
+    if (c == '-') c = '_';
+  }
+  return n;
+}
+
+// The roofline backend of the defaults (Llama-3-8B on an A100-80GB), from the checkout's data/.
+inline std::unique_ptr<Backend> default_roofline() {
+  const std::string data = std::string(SERVESIM_PROJECT_DIR) + "/data/";
+  BackendSetup setup;
+  setup.hardware = data + "hardware/a100-80gb.toml";
+  setup.model = data + "models/llama-3-8b.json";
+  return std::move(make_roofline_backend(setup).value());
+}
+
+// Metrics options for a run with these simulation options.
+inline MetricsOptions metrics_options(const SimOptions& o) {
+  MetricsOptions mo;
+  mo.max_num_seqs = o.limits.max_num_seqs;
+  mo.replicas = o.replicas;
+  return mo;
+}
 
 // The seeds' five-request example: capacity 3; A 0/3, B 0/8, C 0/5, D 2/4, E 4/3 (arrival/output).
 inline std::vector<RequestSpec> toy() {

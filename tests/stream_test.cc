@@ -15,12 +15,12 @@
 #include "policies/registry.h"
 #include "sim/simulator.h"
 #include "tests/generated_workloads.h"
+#include "tests/sim_harness.h"
 #include "workloads/workload.h"
 
 namespace servesim::testing {
 namespace {
 
-const std::string kData = std::string(SERVESIM_PROJECT_DIR) + "/data/";
 
 class Rows : public Recorder {
  public:
@@ -54,26 +54,20 @@ struct Outcome {
 std::unique_ptr<Outcome> simulate(const std::vector<RequestSpec>* specs, RequestStream* stream,
                                   const PolicyInfo& policy, const std::string& opts, SimOptions o,
                                   bool roofline) {
-  BackendSetup setup;
-  setup.hardware = kData + "hardware/a100-80gb.toml";
-  setup.model = kData + "models/llama-3-8b.json";
   std::vector<std::unique_ptr<Policy>> policies;
   std::vector<std::unique_ptr<Backend>> backends;
   for (int32_t i = 0; i < o.replicas; ++i) {
     policies.push_back(std::move(policy.make(toml::parse(opts)).value()));
     if (roofline) {
-      backends.push_back(std::move(make_roofline_backend(setup).value()));
+      backends.push_back(default_roofline());
     } else {
       backends.push_back(std::make_unique<UnitBackend>());
     }
   }
   o.max_model_len = backends.front()->max_model_len();
   o.prefix_caching = policy.prefix_caching;
-  MetricsOptions mo;
-  mo.max_num_seqs = o.limits.max_num_seqs;
-  mo.replicas = o.replicas;
   auto out = std::make_unique<Outcome>();
-  MetricsAccumulator metrics(mo);
+  MetricsAccumulator metrics(metrics_options(o));
   std::vector<Recorder*> recorders = {&metrics, &out->rows};
   std::unique_ptr<Simulator> sim =
       stream != nullptr
@@ -111,12 +105,7 @@ TEST_P(Stream, GivesTheResultsOfTheWholeWorkloadHoldingOnlyRequestsInFlight) {
                      std::to_string(kv_blocks) + " replicas=" + std::to_string(replicas) +
                      " max_concurrency=" + std::to_string(concurrency) +
                      (roofline ? " roofline" : " unit"));
-        SimOptions o;
-        o.limits = {16, 2048};
-        o.kv_blocks = kv_blocks;
-        o.replicas = replicas;
-        o.max_concurrency = concurrency;
-        o.default_max_tokens = 300;
+        const SimOptions o = generated_options(kv_blocks, replicas, concurrency);
         auto stream = open_request_stream(path, std::nullopt, {}, &seed);
         ASSERT_TRUE(stream.ok() && stream.value() != nullptr);
         EXPECT_EQ(stream.value()->size(), static_cast<int64_t>(whole.value().requests.size()));
@@ -163,18 +152,8 @@ TEST(StreamMemory, HoldsOnlyTheRequestsInFlight) {
   EXPECT_LT(out->slots, 100u);  // about 20 req/s x 0.15 s in flight, with Poisson bursts
 }
 
-std::vector<std::string> registered() {
-  std::vector<std::string> names;
-  for (const PolicyInfo& p : policy_registry()) names.emplace_back(p.name);
-  return names;
-}
-
-INSTANTIATE_TEST_SUITE_P(EveryPolicy, Stream, ::testing::ValuesIn(registered()),
-                         [](const auto& param_info) {
-                           std::string n = param_info.param;
-                           std::replace(n.begin(), n.end(), '-', '_');
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(EveryPolicy, Stream, ::testing::ValuesIn(registered_policies()),
+                         policy_test_name);
 
 // A stream that breaks its promises fails the run with a message rather than misbehave.
 class ListStream : public RequestStream {
