@@ -345,7 +345,13 @@ RunResult Simulator::run(const std::atomic<bool>* stop) {
             break;
         }
       }
-      while (has_next_arrival() && next_arrival_time() == now) arrive(take_arrival(), now);
+      for (int64_t k = 1; has_next_arrival() && next_arrival_time() == now; ++k) {
+        arrive(take_arrival(), now);
+        // A burst of a million arrivals at one instant still heeds Ctrl-C.
+        if (k % 4096 == 0 && stop != nullptr && stop->load(std::memory_order_relaxed)) {
+          return finish({RunOutcome::kInterrupted, ""});
+        }
+      }
       // Requests that finished just now release children with no think time: they arrive now too.
       settle_dependents(now);
     } while (!events_.empty() && events_.top().time == now);

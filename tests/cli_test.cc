@@ -177,7 +177,8 @@ class CliSignals : public Cli {
   pid_t start_long_run() {
     const std::string workload =
         write("long.toml", "[generate]\nrequests = 200000\n[generate.arrival]\nprocess = "
-                           "\"all-at-once\"\n[generate.output_tokens]\ndist = \"fixed\"\nvalue = 1000\n");
+                           "\"poisson\"\nrate = 1000.0\n[generate.output_tokens]\ndist = \"fixed\"\n"
+                           "value = 1000\n");
     const pid_t pid = fork();
     if (pid == 0) {
       if (chdir(dir_.c_str()) != 0) _exit(99);
