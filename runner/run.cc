@@ -118,8 +118,15 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
       workload = std::make_shared<const Workload>(std::move(w).value());
     }
   }
-  if (workload != nullptr) workload_seed = workload->seed;
-  if (workload != nullptr ? workload->requests.empty() : stream->size() == 0) {
+  if (workload != nullptr) {
+    workload_seed = workload->seed;
+    // Independent requests are streamed from memory too: only those in flight are simulated.
+    if (std::all_of(workload->requests.begin(), workload->requests.end(),
+                    [](const RequestSpec& r) { return r.after.empty(); })) {
+      stream = std::make_unique<RequestListStream>(workload->requests);
+    }
+  }
+  if (stream != nullptr ? stream->size() == 0 : workload->requests.empty()) {
     return Error{trace.value() + ": the workload has no requests"};
   }
   const Backend& first = *backends.front();
@@ -183,7 +190,7 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
   mo.kv_blocks = config.kv_blocks >= 0 ? config.kv_blocks : first.kv_blocks(config.block_size);
   mo.block_size = config.block_size;
   mo.kv_bytes_per_token = first.kv_bytes_per_block() / config.block_size;
-  mo.expected_requests = workload != nullptr ? static_cast<int64_t>(workload->requests.size()) : stream->size();
+  mo.expected_requests = stream != nullptr ? stream->size() : static_cast<int64_t>(workload->requests.size());
   MetricsAccumulator metrics(mo);
   // The measuring backends log every iteration (`sim validate` and `sim calibrate` read them); so
   // does the unit backend unless told otherwise, whose step-by-step schedule is what it shows.

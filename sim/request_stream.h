@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "sim/request.h"
 
@@ -20,6 +21,26 @@ class RequestStream {
   virtual const std::string& error() const = 0;
   // How many requests it gives in all, or -1 when it cannot tell before reading them.
   virtual int64_t size() const { return -1; }
+};
+
+// A workload already in memory, streamed: the simulator then keeps only the requests in flight
+// (their specs are copied in as they arrive). REQUIRES: every spec is independent, in
+// non-decreasing arrival order (Workload's order, when no request has `after`); `specs` outlives it.
+class RequestListStream final : public RequestStream {
+ public:
+  explicit RequestListStream(const std::vector<RequestSpec>& specs) : specs_(specs) {}
+  bool next(RequestSpec& spec) override {
+    if (next_ == specs_.size()) return false;
+    spec = specs_[next_++];
+    return true;
+  }
+  const std::string& error() const override { return error_; }
+  int64_t size() const override { return static_cast<int64_t>(specs_.size()); }
+
+ private:
+  const std::vector<RequestSpec>& specs_;
+  size_t next_ = 0;
+  std::string error_;
 };
 
 }  // namespace servesim

@@ -110,6 +110,12 @@ TEST_P(Stream, GivesTheResultsOfTheWholeWorkloadHoldingOnlyRequestsInFlight) {
         ASSERT_TRUE(stream.ok() && stream.value() != nullptr);
         EXPECT_EQ(stream.value()->size(), static_cast<int64_t>(whole.value().requests.size()));
         const auto a = simulate(&whole.value().requests, nullptr, policy, opts, o, roofline);
+        // Streamed as drawn, and streamed from the list in memory.
+        RequestListStream list(whole.value().requests);
+        const auto c = simulate(nullptr, &list, policy, opts, o, roofline);
+        ASSERT_EQ(c->result.outcome, RunOutcome::kDone) << c->result.error;
+        ASSERT_EQ(c->rows.requests, a->rows.requests);
+        ASSERT_EQ(c->rows.iterations, a->rows.iterations);
         const auto b = simulate(nullptr, stream.value().get(), policy, opts, o, roofline);
         ASSERT_EQ(a->result.outcome, RunOutcome::kDone) << a->result.error;
         ASSERT_EQ(b->result.outcome, RunOutcome::kDone) << b->result.error;
