@@ -46,6 +46,15 @@ void bind_text_or_null(sqlite3_stmt* stmt, int index, const std::string& s) {
   }
 }
 
+// Binds a count, or NULL for -1 (unlimited, unknown).
+void bind_count(sqlite3_stmt* stmt, int index, int64_t n) {
+  if (n < 0) {
+    sqlite3_bind_null(stmt, index);
+  } else {
+    sqlite3_bind_int64(stmt, index, n);
+  }
+}
+
 const char* status_name(const Request& r) {
   if (r.status == RequestStatus::kDone && r.finished >= 0) return "finished";
   if (r.status == RequestStatus::kRejected) return "rejected";
@@ -145,11 +154,7 @@ void DbRecorder::write_bucket(int32_t replica, const Bucket& b) {
   sqlite3_bind_int64(s, 11, b.waiting_max);
   sqlite3_bind_double(s, 12, b.busy > 0 ? b.kv_weighted / b.busy : 0);
   sqlite3_bind_int64(s, 13, b.kv_max);
-  if (b.kv_total < 0) {
-    sqlite3_bind_null(s, 14);
-  } else {
-    sqlite3_bind_int64(s, 14, b.kv_total);
-  }
+  bind_count(s, 14, b.kv_total);
   sqlite3_bind_int64(s, 15, b.preemptions);
   write_row(s);
 }
@@ -215,11 +220,7 @@ void DbRecorder::write_iteration(const IterationRecord& it) {
   sqlite3_bind_int64(s, 7, it.prefill_tokens);
   sqlite3_bind_int64(s, 8, it.decode_tokens);
   sqlite3_bind_int64(s, 9, it.kv_blocks_used);
-  if (it.kv_blocks_total < 0) {
-    sqlite3_bind_null(s, 10);
-  } else {
-    sqlite3_bind_int64(s, 10, it.kv_blocks_total);
-  }
+  bind_count(s, 10, it.kv_blocks_total);
   bind_time(s, 11, it.predicted);
   write_row(s);
 }
@@ -238,11 +239,7 @@ void DbRecorder::write_request(const RequestRow& r) {
   sqlite3_stmt* s = insert_request_;
   sqlite3_bind_int64(s, 1, run_id_);
   bind_text(s, 2, r.id);
-  if (r.replica < 0) {
-    sqlite3_bind_null(s, 3);
-  } else {
-    sqlite3_bind_int(s, 3, r.replica);
-  }
+  bind_count(s, 3, r.replica);
   bind_time(s, 4, r.arrival);
   bind_time(s, 5, r.scheduled);
   bind_time(s, 6, r.first_token);

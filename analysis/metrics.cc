@@ -148,21 +148,10 @@ void MetricsAccumulator::count_iteration(int32_t replica, Time duration, int32_t
   }
 }
 
-void MetricsAccumulator::add_gaps(Time gap, int64_t n) {
-  // Most emitting items of an iteration share one gap (its duration): extend the last run.
-  if (!gaps_.empty() && gaps_.back().first == gap) {
-    gaps_.back().second += n;
-  } else {
-    gaps_.emplace_back(gap, n);
-  }
-  // Keep one run per distinct gap, amortized: compact when the runs doubled since the last time.
-  if (gaps_.size() > 2 * gaps_compacted_ + 4096) compact_gaps();
-}
-
 void MetricsAccumulator::on_iteration(const IterationRecord& it, std::span<const BatchItem> items) {
   count_iteration(it.replica, it.duration, it.emitted, it.kv_blocks_used, it.kv_blocks_total);
   for (const BatchItem& item : items) {
-    if (item.token_gap >= 0) add_gaps(item.token_gap, 1);
+    if (item.token_gap >= 0) gaps_.add(item.token_gap, 1);
   }
 }
 
@@ -170,59 +159,8 @@ void MetricsAccumulator::on_decode_steps(const DecodeSteps& steps) {
   for (size_t j = 0; j < steps.durations.size(); ++j) {
     count_iteration(steps.replica, steps.durations[j], steps.num_seqs, steps.kv_blocks_used[j],
                     steps.kv_blocks_total);
-    add_gaps(steps.durations[j], steps.num_seqs);
+    gaps_.add(steps.durations[j], steps.num_seqs);
   }
-}
-
-namespace {
-
-using GapRun = std::pair<Time, int64_t>;
-
-// Sorts runs by gap (>= 0): least significant digit first, 11 bits at a time, only as many passes
-// as the largest gap needs (three below 8.6 s).
-void radix_sort(GapRun* runs, size_t n, std::vector<GapRun>& scratch) {
-  if (n < 512) {
-    std::sort(runs, runs + n);
-    return;
-  }
-  uint64_t bits = 0;
-  for (size_t i = 0; i < n; ++i) bits |= static_cast<uint64_t>(runs[i].first);
-  scratch.resize(n);
-  GapRun* from = runs;
-  GapRun* to = scratch.data();
-  for (int shift = 0; shift < 64 && (bits >> shift) != 0; shift += 11) {
-    std::array<size_t, 2049> start{};
-    for (size_t i = 0; i < n; ++i) ++start[((static_cast<uint64_t>(from[i].first) >> shift) & 2047) + 1];
-    for (size_t d = 1; d < start.size(); ++d) start[d] += start[d - 1];
-    for (size_t i = 0; i < n; ++i) to[start[(static_cast<uint64_t>(from[i].first) >> shift) & 2047]++] = from[i];
-    std::swap(from, to);
-  }
-  if (from != runs) std::copy(from, from + n, runs);
-}
-
-// runs[0, sorted) holds one run per distinct gap, in order; sorts the rest and merges it in.
-void merge_runs(std::vector<GapRun>& runs, size_t sorted, std::vector<GapRun>& scratch) {
-  radix_sort(runs.data() + sorted, runs.size() - sorted, scratch);
-  scratch.clear();
-  scratch.reserve(runs.size());
-  size_t i = 0, j = sorted;
-  while (i < sorted || j < runs.size()) {
-    const GapRun& next = j == runs.size() || (i < sorted && runs[i].first <= runs[j].first) ? runs[i++] : runs[j++];
-    if (!scratch.empty() && scratch.back().first == next.first) {
-      scratch.back().second += next.second;
-    } else {
-      scratch.push_back(next);
-    }
-  }
-  runs.swap(scratch);
-}
-
-}  // namespace
-
-void MetricsAccumulator::compact_gaps() const {
-  std::vector<GapRun> scratch;
-  merge_runs(gaps_, gaps_compacted_, scratch);
-  gaps_compacted_ = gaps_.size();
 }
 
 void MetricsAccumulator::on_request(const Request& r) {
@@ -339,10 +277,10 @@ std::vector<Metric> MetricsAccumulator::compute() const {
 
   // The ITL runs, merged in place (one run per distinct gap, in order): no copy of what may be
   // millions of runs.
-  compact_gaps();
+  const std::span<const TokenGaps::Run> gaps = gaps_.runs();
   Wide gap_sum = 0;  // ns
   int64_t gap_count = 0;
-  for (const auto& [gap, n] : gaps_) {
+  for (const auto& [gap, n] : gaps) {
     gap_sum += static_cast<Wide>(gap) * n;
     gap_count += n;
   }
@@ -350,9 +288,9 @@ std::vector<Metric> MetricsAccumulator::compute() const {
     out.push_back({"itl_mean", static_cast<double>(gap_sum) / 1e9 / static_cast<double>(gap_count)});
     for (size_t i = 0; i < kPercentiles.size(); ++i) {
       out.push_back({"itl" + std::string(kPercentileSuffixes[i]),
-                     weighted_percentile_of(std::span<const GapRun>(gaps_), kPercentiles[i],
-                                            [](const GapRun& r) { return to_seconds(r.first); },
-                                            [](const GapRun& r) { return r.second; })});
+                     weighted_percentile_of(gaps, kPercentiles[i],
+                                            [](const TokenGaps::Run& r) { return to_seconds(r.first); },
+                                            [](const TokenGaps::Run& r) { return r.second; })});
     }
   }
   add_distribution(out, "e2el", e2el_);

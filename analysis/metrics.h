@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "sim/batch.h"
+#include "analysis/token_gaps.h"
 #include "sim/recorder.h"
 #include "sim/request.h"
 #include "sim/time.h"
@@ -113,9 +114,6 @@ class MetricsAccumulator : public Recorder {
 
  private:
   bool has_slos() const { return options_.slo_ttft > 0 || options_.slo_tpot > 0 || options_.slo_e2el > 0; }
-  // Sorts and merges the ITL runs in place, so they hold one run per distinct gap.
-  void compact_gaps() const;
-  void add_gaps(Time gap, int64_t n);
   void count_iteration(int32_t replica, Time duration, int32_t emitted, int64_t kv_used, int64_t kv_total);
 
   // Sums kept in integers, so that they do not depend on the order replicas report in.
@@ -130,9 +128,8 @@ class MetricsAccumulator : public Recorder {
   int64_t cached_tokens_ = 0, cache_hits_ = 0;  // prompt tokens from the prefix cache; requests with any
   Time first_arrival_ = kNever, last_finished_ = -1;
   std::vector<double> ttft_, tpot_, e2el_, queue_;  // seconds, one per completed request
-  // (token gap, count) runs; compacting them changes no value (so compute() may, being const).
-  mutable std::vector<std::pair<Time, int64_t>> gaps_;
-  mutable size_t gaps_compacted_ = 0;               // size of gaps_ after the last compaction
+  // Merging the runs changes no value, so compute() may, being const.
+  mutable TokenGaps gaps_;
   Wide emitting_ns_ = 0;                            // sum of emitted * duration (ns)
   struct KvUse {
     Wide used_ns = 0;  // sum of blocks used * duration (ns)

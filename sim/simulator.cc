@@ -204,21 +204,6 @@ void Simulator::settle_dependents(Time now) {
   for (size_t k = 0; k < settled_.size(); ++k) {
     const auto p = static_cast<size_t>(settled_[k]);
     const Request& parent = requests_[p];
-    if (stream_ != nullptr) {
-      // Nothing follows a streamed request: its slot is free for the next arrival once its slot
-      // under max_concurrency is handed on.
-      if (parent.replica >= 0) {
-        --in_flight_;
-        if (!held_.empty()) {
-          events_.push(now, EventKind::kSend, held_.front());
-          held_.pop_front();
-          ++in_flight_;
-        }
-      }
-      if (!settled_in_order(parent) && bug_.empty()) bug_ = order_error(parent);
-      if (reuse_slots_) free_slots_.push_back(static_cast<int32_t>(p));
-      continue;
-    }
     if (parent.replica >= 0) {  // it was sent: its slot is free, for the next request held
       --in_flight_;
       if (!held_.empty()) {
@@ -228,6 +213,12 @@ void Simulator::settle_dependents(Time now) {
         held_.pop_front();
         ++in_flight_;  // its slot is taken now
       }
+    }
+    if (stream_ != nullptr) {
+      // Nothing follows a streamed request: its memory is free for the next arrival.
+      if (!settled_in_order(parent) && bug_.empty()) bug_ = order_error(parent);
+      if (reuse_slots_) free_slots_.push_back(static_cast<int32_t>(p));
+      continue;
     }
     for (int32_t c = child_start_[p]; c < child_start_[p + 1]; ++c) {
       const auto ci = static_cast<size_t>(children_[static_cast<size_t>(c)]);
