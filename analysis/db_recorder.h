@@ -55,7 +55,7 @@ class DbRecorder : public Recorder {
   void on_iteration(const IterationRecord& it, std::span<const BatchItem> items) override;
   // A leap's iterations, as on_iteration would take them one by one (the same timeline and
   // iterations rows).
-  bool accepts_decode_steps() const override { return true; }
+  bool accepts_grouped_decodes() const override { return true; }
   void on_decode_steps(const DecodeSteps& steps) override;
 
   // Writes the requests row: times NULL where the Request's are -1; status 'finished' (kDone with

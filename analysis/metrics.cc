@@ -150,6 +150,7 @@ void MetricsAccumulator::count_iteration(int32_t replica, Time duration, int32_t
 
 void MetricsAccumulator::on_iteration(const IterationRecord& it, std::span<const BatchItem> items) {
   count_iteration(it.replica, it.duration, it.emitted, it.kv_blocks_used, it.kv_blocks_total);
+  if (it.grouped > 0) gaps_.add(it.group_gap, it.grouped);
   for (const BatchItem& item : items) {
     if (item.token_gap >= 0) gaps_.add(item.token_gap, 1);
   }

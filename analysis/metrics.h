@@ -99,7 +99,7 @@ class MetricsAccumulator : public Recorder {
   // Adds the iteration to slot and KV utilization, and its items' token gaps (>= 0) to ITL.
   void on_iteration(const IterationRecord& it, std::span<const BatchItem> items) override;
   // The same for each iteration of a leap; every item's gap is the iteration's duration.
-  bool accepts_decode_steps() const override { return true; }
+  bool accepts_grouped_decodes() const override { return true; }
   void on_decode_steps(const DecodeSteps& steps) override;
 
   // Counts the request: a completed one (kDone, finished >= 0) adds its latencies and tokens; a

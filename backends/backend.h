@@ -51,6 +51,10 @@ class Backend {
   // Prices (or runs) one iteration. REQUIRES: !batch.empty().
   virtual IterationResult run(const Batch& batch) = 0;
 
+  // Whether run() prices a batch's decode group (Batch::group) from its count and context sum.
+  // When false (the default), the replicas list every decode as an item.
+  virtual bool prices_decode_groups() const { return false; }
+
   // Runs of decode iterations (the replica's leap over iterations that repeat): begins a run at
   // `batch`, in which every item computes one token, each next iteration being the same items one
   // token further. Returns false when this backend cannot price such runs step by step without the

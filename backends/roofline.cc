@@ -52,12 +52,13 @@ double RooflineModel::attention_time(double flops, double bytes) const {
 
 RooflineBreakdown RooflineModel::price(const Batch& batch) const {
   assert(!batch.empty());
+  assert(batch.group == 0 || decodes_memory_bound_);
   return price_items(batch.items.size(), [&](size_t i) {
     const BatchItem& b = batch.items[i];
     // An item produces a token when it catches up with its sequence (padding rows compute one too).
     const bool emits = b.padding || b.context_tokens + b.new_tokens >= b.seq->num_tokens();
     return Item{b.new_tokens, b.context_tokens, emits};
-  });
+  }, batch.group, batch.group_context);
 }
 
 RooflineBreakdown RooflineModel::price(const Item* items, size_t n) const {
@@ -65,7 +66,8 @@ RooflineBreakdown RooflineModel::price(const Item* items, size_t n) const {
 }
 
 template <typename ItemAt>
-RooflineBreakdown RooflineModel::price_items(size_t n, ItemAt item_at) const {
+RooflineBreakdown RooflineModel::price_items(size_t n, ItemAt item_at, int64_t group,
+                                            int64_t group_context) const {
   const ModelSpec& m = model_;
   const double tp = options_.tp;
   const double ab = dtype_bytes(options_.activations);
@@ -77,8 +79,9 @@ RooflineBreakdown RooflineModel::price_items(size_t n, ItemAt item_at) const {
   const double kv_dim = kv_heads * hd;
   const double layers = static_cast<double>(m.num_layers);
 
-  double tokens = 0, emitting = 0;
-  int64_t decodes = 0, decode_context = 0;  // one-token items, priced together (see the constructor)
+  // One-token items, priced together (see the constructor); the decode group's are all such.
+  auto tokens = static_cast<double>(group), emitting = static_cast<double>(group);
+  int64_t decodes = group, decode_context = group_context;
   RooflineBreakdown t;
   for (size_t i = 0; i < n; ++i) {
     const Item item = item_at(i);
@@ -109,7 +112,9 @@ RooflineBreakdown RooflineModel::price_items(size_t n, ItemAt item_at) const {
 bool RooflineModel::begin_decode_run(const Batch& batch, DecodeRun& run) const {
   if (!decodes_memory_bound_ || batch.empty()) return false;
   run = DecodeRun{};
-  double emitting = 0;
+  run.count = batch.group;
+  run.context_sum = batch.group_context;
+  auto emitting = static_cast<double>(batch.group);
   for (const BatchItem& b : batch.items) {
     if (b.new_tokens != 1) return false;
     if (b.padding || b.context_tokens + b.new_tokens >= b.seq->num_tokens()) emitting += 1;

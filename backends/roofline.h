@@ -35,8 +35,11 @@ class RooflineModel {
  public:
   RooflineModel(HardwareSpec hw, ModelSpec model, RooflineOptions options);
 
-  // Prices one iteration. REQUIRES: !batch.empty().
+  // Prices one iteration. REQUIRES: !batch.empty(); no decode group unless prices_decode_groups().
   RooflineBreakdown price(const Batch& batch) const;
+  // Whether price() takes a batch's decode group from its count and context sum: when decode
+  // attention is memory-bound at every context on this hardware (true of every GPU shipped).
+  bool prices_decode_groups() const { return decodes_memory_bound_; }
   // The same for a batch described by its parts: items of (new tokens, cached tokens, emits).
   struct Item {
     int64_t new_tokens, context_tokens;
@@ -52,7 +55,7 @@ class RooflineModel {
     RooflineBreakdown rest;  // everything but the attention, which is the same at every step
   };
   // Starts a run at `batch`; false (and nothing to price) unless every item computes one token and
-  // decode attention is memory-bound at every context on this hardware (true of every GPU shipped).
+  // prices_decode_groups().
   bool begin_decode_run(const Batch& batch, DecodeRun& run) const;
   // The total price of the run's next iteration (the first call: the batch itself), in seconds.
   double next_decode_step(DecodeRun& run) const;
@@ -66,9 +69,9 @@ class RooflineModel {
   double gemm_time(double flops, double bytes, double rows) const;
   double attention_time(double flops, double bytes) const;
   double memory_time(double bytes) const;
-  // price() over items item_at(0 .. n - 1).
+  // price() over items item_at(0 .. n - 1) and `group` decodes over `group_context` cached tokens.
   template <typename ItemAt>
-  RooflineBreakdown price_items(size_t n, ItemAt item_at) const;
+  RooflineBreakdown price_items(size_t n, ItemAt item_at, int64_t group = 0, int64_t group_context = 0) const;
   // Attention of `count` one-token items over `context_sum` cached tokens in all (memory-bound).
   double decode_attention(int64_t count, int64_t context_sum) const;
   // Fills in everything but the attention for `tokens` new tokens of which `emitting` sample one.

@@ -21,6 +21,7 @@ class RooflineBackend final : public Backend {
   RooflineBackend(RooflineModel model, MemoryPlan memory);
 
   IterationResult run(const Batch& batch) override;
+  bool prices_decode_groups() const override { return model_.prices_decode_groups(); }
   bool begin_decode_run(const Batch& batch) override { return model_.begin_decode_run(batch, run_); }
   IterationResult next_decode_step() override {
     const Time t = priced_duration(model_.next_decode_step(run_));

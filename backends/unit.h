@@ -12,6 +12,7 @@ namespace servesim {
 class UnitBackend final : public Backend {
  public:
   IterationResult run(const Batch& batch) override;
+  bool prices_decode_groups() const override { return true; }  // every iteration costs one step
   int64_t kv_blocks(int32_t block_size) const override;
   std::string_view name() const override { return "unit"; }
   bool counts_steps() const override { return true; }

@@ -27,8 +27,10 @@ class ChunkedPrefillPolicy final : public Policy {
     const int32_t cap = threshold(running.size() + waiting.size(), budget);
     bool preempted = false;
 
-    // 1. Running requests first, in admission order.
-    size_t i = 0;
+    // 1. Running requests first, in admission order; the replica's decode group at once when none
+    //    preempts.
+    auto i = static_cast<size_t>(view.schedule_decode_group(batch, budget));
+    budget -= static_cast<int32_t>(i);
     while (i < running.size() && budget > 0) {
       Sequence* seq = running[i];
       const int32_t n = chunk(seq->num_uncomputed(), cap, budget);
@@ -40,7 +42,7 @@ class ChunkedPrefillPolicy final : public Policy {
         const auto at = static_cast<size_t>(std::find(running.begin(), running.end(), victim) -
                                             running.begin());
         if (at < i) {  // priority: a request scheduled earlier in this step gives its tokens back
-          budget += unschedule(batch, victim);
+          budget += at < static_cast<size_t>(batch.group) ? 1 : unschedule(batch, victim);
           --i;
         }
         view.preempt(victim);
@@ -58,7 +60,7 @@ class ChunkedPrefillPolicy final : public Policy {
     // As vLLM: no admissions in an iteration that preempted. But when the running requests
     // preempted even themselves (one outgrew the whole cache), the iteration would be empty: go
     // on, so that it is rejected below rather than wait forever (vLLM would stall).
-    if (preempted && !batch.items.empty()) return;
+    if (preempted && !batch.empty()) return;
 
     // 2. Waiting requests, in queue order (or longest cached prefix first).
     const bool by_prefix = config_.lpm && waiting.size() > 1 && waiting.size() <= kLpmMaxWaiting;

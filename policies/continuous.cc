@@ -1,5 +1,6 @@
 #include "policies/continuous.h"
 
+#include <limits>
 #include <string>
 
 #include "sim/options.h"
@@ -18,8 +19,10 @@ class ContinuousPolicy final : public Policy {
     bool preempted = false;
 
     // 1. Running requests, in admission order: each computes what it has not computed yet
-    //    (one decode token).
-    for (size_t i = 0; i < running.size(); ++i) {
+    //    (one decode token). The replica's decode group goes in at once when none preempts.
+    const int32_t grouped = view.schedule_decode_group(batch, std::numeric_limits<int64_t>::max());
+    budget -= grouped;
+    for (auto i = static_cast<size_t>(grouped); i < running.size(); ++i) {
       Sequence* seq = running[i];
       const int32_t n = seq->num_uncomputed();
       bool scheduled = true;
@@ -41,7 +44,7 @@ class ContinuousPolicy final : public Policy {
     // As vLLM: no admissions in an iteration that preempted. But when the first running request
     // preempted even itself (it outgrew the whole cache), the iteration would be empty: go on, so
     // that it is rejected below rather than wait forever.
-    if (preempted && !batch.items.empty()) return;
+    if (preempted && !batch.empty()) return;
 
     // 2. Waiting requests, first come first served, each with its whole prompt.
     const std::deque<Sequence*>& queue = view.waiting();
@@ -70,7 +73,7 @@ class ContinuousPolicy final : public Policy {
         // while long generations run, this iteration prefills only (the decodes pause once), as
         // vLLM before chunked prefill schedules prefill-only iterations.
         if (admitted) break;
-        batch.items.clear();
+        batch.clear();
         budget = view.limits().max_num_batched_tokens;
       }
       kv.allocate(*seq, hold);

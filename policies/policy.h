@@ -49,6 +49,17 @@ class ReplicaView {
   // nothing in flight (an iteration, a dependent request's think time) can release another.
   virtual bool more_arrivals_expected() const = 0;
 
+  // Schedules the replica's decode group in one call: its leading running requests that decode in
+  // step (each has computed all but its newest token, and they emitted that token together), each
+  // computing its next token, exactly as a loop over them would one by one when none needs a
+  // preemption. Allocates their next KV slots, adds them to `batch` (Batch::group) and returns how
+  // many they are; the policy goes on from running()[that many]. Returns 0, doing nothing, when
+  // the group is empty or larger than `max`, when some of their next KV blocks are not free (the
+  // policy then preempts one by one), or when this run lists every item (a backend or recorder
+  // that needs them, or leap = false). Costs one short pass over the group instead of a batch item
+  // each. REQUIRES: batch is empty.
+  virtual int32_t schedule_decode_group(Batch& batch, int64_t max) = 0;
+
   // Moves seq from waiting() to the back of running(); records its first scheduling time. Its first
   // num_cached_tokens tokens came from the prefix cache and count as computed (and, at its first
   // admission, as its cached_tokens).
@@ -57,7 +68,8 @@ class ReplicaView {
   // Preemption by recompute: frees seq's blocks, forgets its computed tokens (its output so far is
   // kept and recomputed with the prompt), and puts it back in waiting() (at the front under
   // QueueOrder::kFcfs).
-  // REQUIRES: seq is in running() and not in the batch being formed.
+  // REQUIRES: seq is in running() and not among the items of the batch being formed (it may be in
+  // its decode group, which then shrinks by one).
   virtual void preempt(Sequence* seq) = 0;
   // Gives up on a request that can never be served; `cause` and `reason` are stored with it.
   // REQUIRES: seq is in waiting().
@@ -84,8 +96,8 @@ class Policy {
   virtual toml::table options() const = 0;
 
   // Whether the batch this policy just formed repeats while nothing changes from outside: asked
-  // only when that batch holds every running request, each computing its one next token (a decode),
-  // and nothing was preempted to form it. True promises that, as long as no request arrives or
+  // only when that batch is the decode group of every running request, and nothing was preempted
+  // to form it. True promises that, as long as no request arrives or
   // finishes and every running request's next KV block is found free, the next iterations would
   // be formed of the same requests, one more token each, admitting, preempting and rejecting
   // nobody. The replica may then leap over them (backends/backend.h: begin_decode_run). The

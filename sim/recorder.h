@@ -27,6 +27,10 @@ struct IterationRecord {
   Time predicted = -1;         // a cost model's prediction beside a measured duration, or -1
   int32_t waiting = 0;         // requests left waiting when the batch was formed
   int32_t preempted = 0;       // requests preempted to form it
+  // Of num_seqs, the decodes of the replica's decode group (sim/batch.h), which on_iteration's
+  // items do not list: each emitted a token group_gap after its previous one.
+  int32_t grouped = 0;
+  Time group_gap = -1;
 };
 
 // Iterations that repeat the one before, reported together: a replica leapt over them (the roofline
@@ -60,6 +64,8 @@ struct DecodeSteps {
     r.kv_blocks_total = kv_blocks_total;
     r.predicted = predicted ? durations[j] : -1;
     r.waiting = waiting;
+    r.grouped = num_seqs;
+    r.group_gap = durations[j];
     return r;
   }
 };
@@ -70,13 +76,16 @@ class Recorder {
  public:
   virtual ~Recorder() = default;
 
-  // Called once per iteration, after the replica applied its results: items carry emitted/token_gap.
+  // Called once per iteration, after the replica applied its results: items carry emitted/token_gap
+  // (all the batch's items but its decode group's it.grouped ones).
   virtual void on_iteration(const IterationRecord& /*it*/, std::span<const BatchItem> /*items*/) {}
 
-  // Whether this recorder takes runs of repeating iterations through on_decode_steps. A replica
-  // leaps over iterations only when every recorder does; one that sees each batch's items (a
-  // per-item log, a test's checker) keeps the default, and every iteration is run one by one.
-  virtual bool accepts_decode_steps() const { return false; }
+  // Whether this recorder takes decodes in aggregate: a batch's decode group as a count and a gap
+  // (IterationRecord::grouped), and runs of repeating iterations through on_decode_steps. Replicas
+  // group decodes and leap over iterations only when every recorder does; one that sees each
+  // batch's items (a per-item log, a test's checker) keeps the default, and every iteration is run
+  // one by one with every item listed.
+  virtual bool accepts_grouped_decodes() const { return false; }
   // Called, after on_iteration of the iteration they repeat, for a run of iterations a replica
   // leapt over. The default reports each through on_iteration, without items.
   virtual void on_decode_steps(const DecodeSteps& steps) {

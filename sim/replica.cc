@@ -61,12 +61,13 @@ Time Replica::start_iteration(Time now) {
   record_.waiting = static_cast<int32_t>(waiting_.size());
   record_.preempted = preempted_;
   record_.start = now;
+  record_.decode_tokens = batch_.group;
   for (const BatchItem& item : batch_.items) {
     const Sequence& s = *item.seq;
     const bool decode = item.padding || (s.num_output > 0 && s.num_uncomputed() == 1);
     (decode ? record_.decode_tokens : record_.prefill_tokens) += item.new_tokens;
   }
-  record_.num_seqs = static_cast<int32_t>(batch_.items.size());
+  record_.num_seqs = static_cast<int32_t>(batch_.size());
   record_.kv_blocks_used = kv_.num_used();
   record_.kv_blocks_total = kv_.num_total();
 
@@ -92,16 +93,87 @@ Time Replica::start_iteration(Time now) {
   return end;
 }
 
-bool Replica::batch_leapable() {
-  if (preempted_ > 0 || batch_.items.size() != running_.size()) return false;
-  for (const BatchItem& item : batch_.items) {
-    const Request& r = req(item.seq);
-    // A decode: one token, after which the sequence has caught up and emits (a request finishing
-    // in this very iteration leaves no run to leap over).
-    if (item.padding || item.new_tokens != 1 || item.context_tokens + 1 != r.num_tokens() ||
-        r.held || r.num_output + 1 >= r.output_tokens) {
-      return false;
+void Replica::enable_grouping(bool on) {
+  grouping_ = on && backend_->prices_decode_groups();
+  leaps_enabled_ = grouping_;
+}
+
+bool Replica::decodes_in_step(const Sequence* seq) const {
+  const Request& r = req(seq);
+  return !r.held && r.num_output > 0 && r.num_uncomputed() == 1 && r.last_token == group_end_;
+}
+
+int32_t Replica::schedule_decode_group(Batch& batch, int64_t max) {
+  assert(batch.empty());
+  if (!grouping_) return 0;
+  // Who belongs: what is left of the group that ran last, and the requests behind it that decode
+  // and emitted their last token with it (those that were just prefilled, when it ran too).
+  if (group_size_ == 0) {
+    if (running_.empty()) return 0;
+    group_end_ = req(running_.front()).last_token;
+  }
+  while (group_size_ < running_.size() && decodes_in_step(running_[group_size_])) ++group_size_;
+  if (group_size_ == 0 || static_cast<int64_t>(group_size_) > max) return 0;
+
+  // As the policy would one by one: each member allocates room for its next token. That takes a
+  // block when the token opens one; with prefix caching it also registers the block the token
+  // fills. For every other member the allocation changes nothing.
+  const int32_t bs = kv_.block_size();
+  const bool caching = kv_.prefix_caching();
+  int64_t context = 0, need = 0;
+  int32_t min_left = std::numeric_limits<int32_t>::max();
+  touched_.clear();
+  for (size_t x = 0; x < group_size_; ++x) {
+    const Request& r = req(running_[x]);
+    const int64_t c = r.num_computed;
+    context += c;
+    min_left = std::min(min_left, r.output_tokens - r.num_output);
+    const bool opens = c + 1 > static_cast<int64_t>(r.block_table.size()) * bs;
+    if (opens || (caching && (c + 1) % bs == 0)) {
+      touched_.push_back(static_cast<int32_t>(x));
+      need += opens ? 1 : 0;
     }
+  }
+  if (need > kv_.num_free()) return 0;  // some member would preempt: the policy goes one by one
+  for (int32_t x : touched_) {
+    Sequence& seq = *running_[static_cast<size_t>(x)];
+    [[maybe_unused]] const bool ok = kv_.allocate(seq, int64_t{seq.num_computed} + 1);
+    assert(ok);
+  }
+  batch.group = static_cast<int32_t>(group_size_);
+  batch.group_context = context;
+  group_min_left_ = min_left;
+  return batch.group;
+}
+
+int32_t Replica::step_group(Time now, int32_t k) {
+  int32_t done = 0;
+  for (size_t x = 0; x < static_cast<size_t>(batch_.group); ++x) {
+    Request& r = req(running_[x]);
+    assert(r.last_token == group_end_ && r.num_uncomputed() == 1);
+    r.num_computed += k;
+    r.num_output += k;
+    assert(r.num_output <= r.output_tokens);
+    r.last_token = now;
+    if (r.generation_done()) {
+      ++done;
+      r.status = RequestStatus::kDone;
+      kv_.free(r);
+      std::vector<int32_t>().swap(r.block_table);  // a finished request keeps no memory
+      std::vector<uint64_t>().swap(r.block_hashes);
+      complete(r);
+    }
+  }
+  group_end_ = now;
+  return done;
+}
+
+bool Replica::batch_leapable() {
+  // The decode group of every running request, formed without a preemption, none of it finishing
+  // in this very iteration (which leaves no run to leap over).
+  if (preempted_ > 0 || !batch_.items.empty() || static_cast<size_t>(batch_.group) != running_.size() ||
+      group_min_left_ <= 1) {
+    return false;
   }
   return policy_->decode_batch_repeats(*this);
 }
@@ -115,30 +187,27 @@ Time Replica::leap(Time horizon) {
     assert(false && "a backend's decode run disagrees with run()");
     return t;
   }
-  // Iteration j (the first is 0) emits every item's token num_output + j + 1; none may finish
+  // Iteration j (the first is 0) emits every member's token num_output + j + 1; none may finish
   // before the last iteration of the leap.
-  int64_t steps = std::numeric_limits<int64_t>::max();
+  const int64_t steps = group_min_left_;
   const int32_t bs = kv_.block_size();
   by_residue_.resize(static_cast<size_t>(bs));
   for (auto& v : by_residue_) v.clear();
-  for (size_t x = 0; x < batch_.items.size(); ++x) {
-    const BatchItem& item = batch_.items[x];
-    const Request& r = req(item.seq);
-    steps = std::min<int64_t>(steps, r.output_tokens - r.num_output);
-    by_residue_[static_cast<size_t>(item.context_tokens % bs)].push_back(static_cast<int32_t>(x));
+  for (size_t x = 0; x < running_.size(); ++x) {
+    by_residue_[static_cast<size_t>(running_[x]->num_computed % bs)].push_back(static_cast<int32_t>(x));
   }
   for (int64_t j = 1; j < steps && t < horizon; ++j) {
-    // As the policy would at the start of iteration j, every item allocates room for its token
+    // As the policy would at the start of iteration j, every member allocates room for its token
     // c + j + 1 (c: its context in iteration 0). That takes a block when token c + j starts one;
     // with prefix caching it also registers the block that token c + j + 1 fills. For every other
-    // item the allocation changes nothing.
+    // member the allocation changes nothing.
     const auto residue = [&](int64_t k) { return static_cast<size_t>(((-k) % bs + bs) % bs); };
     const std::vector<int32_t>& opening = by_residue_[residue(j)];
     if (!opening.empty()) {
       int64_t need = 0;
       for (int32_t x : opening) {
-        const BatchItem& item = batch_.items[static_cast<size_t>(x)];
-        if (item.context_tokens + j + 1 > static_cast<int64_t>(item.seq->block_table.size()) * bs) ++need;
+        const Sequence& seq = *running_[static_cast<size_t>(x)];
+        if (seq.num_computed + j + 1 > static_cast<int64_t>(seq.block_table.size()) * bs) ++need;
       }
       if (need > kv_.num_free()) break;  // the policy would preempt here: run it one by one
     }
@@ -159,8 +228,8 @@ Time Replica::leap(Time horizon) {
       std::inplace_merge(touched_.begin(), touched_.begin() + static_cast<std::ptrdiff_t>(mid), touched_.end());
     }
     for (int32_t x : touched_) {
-      BatchItem& item = batch_.items[static_cast<size_t>(x)];
-      [[maybe_unused]] const bool ok = kv_.allocate(*item.seq, item.context_tokens + j + 1);
+      Sequence& seq = *running_[static_cast<size_t>(x)];
+      [[maybe_unused]] const bool ok = kv_.allocate(seq, seq.num_computed + j + 1);
       assert(ok);
     }
     leap_durations_.push_back(result.duration);
@@ -172,50 +241,24 @@ Time Replica::leap(Time horizon) {
 }
 
 void Replica::finish_leap(Time now) {
-  // The first iteration, as finish_iteration applies one (nobody finishes in it).
-  now_ = first_end_;
-  for (BatchItem& item : batch_.items) {
-    Request& r = req(item.seq);
-    ++r.num_computed;
-    ++r.num_output;
-    item.emitted = true;
-    if (r.first_token < 0) {
-      r.first_token = first_end_;
-    } else {
-      item.token_gap = first_end_ - r.last_token;
-    }
-    r.last_token = first_end_;
-  }
+  // The first iteration, then the rest; the group emitted one token in each, and requests finish
+  // only in the last.
   record_.emitted = record_.num_seqs;
+  record_.grouped = batch_.group;
+  record_.group_gap = first_end_ - group_end_;
   for (Recorder* rec : recorders_) rec->on_iteration(record_, batch_.items);
   const DecodeSteps steps{id_, step_ + 1, first_end_, leap_durations_, leap_kv_used_,
                           record_.kv_blocks_total, record_.num_seqs, record_.waiting,
                           record_.predicted >= 0};
   for (Recorder* rec : recorders_) rec->on_decode_steps(steps);
 
-  // The rest: every item emitted one token per iteration; requests finish in the last.
   now_ = now;
   const auto k = static_cast<int32_t>(leap_durations_.size());
-  bool any_done = false;
-  for (BatchItem& item : batch_.items) {
-    Request& r = req(item.seq);
-    r.num_computed += k;
-    r.num_output += k;
-    assert(r.num_output <= r.output_tokens);
-    item.token_gap = leap_durations_.back();
-    r.last_token = now;
-    if (r.generation_done()) {
-      any_done = true;
-      r.status = RequestStatus::kDone;
-      kv_.free(r);
-      std::vector<int32_t>().swap(r.block_table);
-      std::vector<uint64_t>().swap(r.block_hashes);
-      complete(r);
-    }
-  }
-  if (any_done) {
+  const int32_t done = step_group(now, k + 1);
+  if (done > 0) {
     std::erase_if(running_, [](const Sequence* s) { return s->status == RequestStatus::kDone; });
   }
+  group_size_ = static_cast<size_t>(batch_.group - done);
   step_ += k + 1;
   leap_durations_.clear();
   busy_ = false;
@@ -228,7 +271,14 @@ void Replica::finish_iteration(Time now) {
     return;
   }
   now_ = now;
-  bool any_done = false;
+  int32_t group_done = 0;
+  if (batch_.group > 0) {
+    record_.grouped = batch_.group;
+    record_.group_gap = now - group_end_;
+    record_.emitted += batch_.group;
+    group_done = step_group(now, 1);
+  }
+  bool any_done = group_done > 0;
   for (BatchItem& item : batch_.items) {
     if (item.padding) continue;
     Request& r = req(item.seq);
@@ -259,6 +309,8 @@ void Replica::finish_iteration(Time now) {
   if (any_done) {
     std::erase_if(running_, [](const Sequence* s) { return s->status == RequestStatus::kDone; });
   }
+  // What is left of the group stays one; without a group, the next iteration looks again.
+  group_size_ = static_cast<size_t>(batch_.group - group_done);
   for (Recorder* rec : recorders_) rec->on_iteration(record_, batch_.items);
   ++step_;
   busy_ = false;
@@ -291,6 +343,14 @@ void Replica::admit(Sequence* seq, int32_t num_cached_tokens) {
 void Replica::preempt(Sequence* seq) {
   auto it = std::find(running_.rbegin(), running_.rend(), seq);
   assert(it != running_.rend());
+  const auto at = static_cast<size_t>(std::next(it).base() - running_.begin());
+  if (at < group_size_) {
+    --group_size_;
+    if (at < static_cast<size_t>(batch_.group)) {  // scheduled with the group: it leaves the batch
+      --batch_.group;
+      batch_.group_context -= seq->num_computed;
+    }
+  }
   running_.erase(std::next(it).base());
   kv_.free(*seq);
   seq->num_computed = 0;  // recompute: the prompt and the output so far are prefilled again

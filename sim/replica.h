@@ -49,7 +49,10 @@ class Replica final : public ReplicaView {
   // finish_iteration then applies them all, and the recorders see every one (on_iteration for the
   // first, on_decode_steps for the rest). The results are exactly those of running the iterations
   // one by one. REQUIRES: busy(), can_leap().
-  void enable_leaps(bool on) { leaps_enabled_ = on; }
+  //
+  // Both leaps and decode groups (schedule_decode_group) are off unless enable_grouping(true), and
+  // each needs a backend that prices it (Backend::prices_decode_groups, begin_decode_run).
+  void enable_grouping(bool on);
   bool can_leap() const { return leapable_; }
   Time leap(Time horizon);
   // Iterations run inside leaps (after the first of each), for benchmarks and tests.
@@ -70,6 +73,7 @@ class Replica final : public ReplicaView {
   BlockManager& kv() override { return kv_; }
   const SchedulerLimits& limits() const override { return limits_; }
   bool more_arrivals_expected() const override { return *more_arrivals_; }
+  int32_t schedule_decode_group(Batch& batch, int64_t max) override;
   void admit(Sequence* seq, int32_t num_cached_tokens = 0) override;
   void preempt(Sequence* seq) override;
   void reject(Sequence* seq, RejectCause cause, std::string reason) override;
@@ -85,6 +89,11 @@ class Replica final : public ReplicaView {
   // Whether the batch just formed may start a leap.
   bool batch_leapable();
   void finish_leap(Time now);
+  // Whether running request seq may join the decode group (see schedule_decode_group).
+  bool decodes_in_step(const Sequence* seq) const;
+  // Applies a decode iteration ending at `now` to the decode group's `k` steps (the group ran k
+  // iterations in a row); completes the requests that finished. Returns how many did.
+  int32_t step_group(Time now, int32_t k);
 
   const int32_t id_;
   const SchedulerLimits limits_;
@@ -107,14 +116,21 @@ class Replica final : public ReplicaView {
   int64_t step_ = 0;
   int32_t preempted_ = 0;    // preemptions while forming the batch in progress
   bool busy_ = false;
+  // The decode group: running_[0, group_size_) decode in step, each having emitted its last token
+  // at group_end_ (see schedule_decode_group). Kept up to date between iterations lazily: it only
+  // grows when asked for, and is forgotten when an iteration ran without it.
+  bool grouping_ = false;
+  size_t group_size_ = 0;
+  Time group_end_ = 0;
+  int32_t group_min_left_ = 0;               // fewest tokens a member of the scheduled group has left
   // Leaps (see leap()).
   bool leaps_enabled_ = false;
   bool leapable_ = false;                    // the batch in flight may be extended
   Time first_end_ = 0;                       // end of the first iteration of the leap in flight
   std::vector<Time> leap_durations_;         // the iterations after the first
   std::vector<int64_t> leap_kv_used_;
-  std::vector<std::vector<int32_t>> by_residue_;  // batch items by context_tokens % block_size
-  std::vector<int32_t> touched_;             // items whose blocks an iteration allocates
+  std::vector<std::vector<int32_t>> by_residue_;  // group members by num_computed % block_size
+  std::vector<int32_t> touched_;             // group members whose blocks an iteration allocates
   int64_t leapt_ = 0;
 };
 

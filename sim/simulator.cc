@@ -34,9 +34,9 @@ Simulator::Simulator(const SimOptions& options, std::vector<std::unique_ptr<Poli
   pending_wake_.assign(replicas_.size(), kNever);
   child_arrivals_.resize(replicas_.size());
   const bool leaps = options.leap && std::all_of(recorders_.begin(), recorders_.end(), [](const Recorder* r) {
-                       return r->accepts_decode_steps();
+                       return r->accepts_grouped_decodes();
                      });
-  for (auto& rep : replicas_) rep->enable_leaps(leaps);
+  for (auto& rep : replicas_) rep->enable_grouping(leaps);
   if (max_concurrency_ > 0) narrow_horizons_ = false;
 }
 

@@ -26,7 +26,7 @@ const std::string kData = std::string(SERVESIM_PROJECT_DIR) + "/data/";
 // Every iteration (a leap's through the default on_decode_steps) and every settled request.
 class Everything : public Recorder {
  public:
-  bool accepts_decode_steps() const override { return true; }
+  bool accepts_grouped_decodes() const override { return true; }
   void on_iteration(const IterationRecord& it, std::span<const BatchItem> /*items*/) override {
     iterations.push_back(it);
   }
@@ -104,7 +104,7 @@ class Leap : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Leap, GivesExactlyTheResultsOfSteppingEveryIteration) {
   const PolicyInfo& policy = *find_policy(GetParam()).value();
-  int64_t leapt = 0, iterations = 0;
+  int64_t leapt = 0, iterations = 0, beside_prefills = 0;
   const std::vector<std::vector<RequestSpec>> all = workloads();
   for (size_t w = 0; w < all.size(); ++w) {
     for (const std::string& opts : variants(GetParam())) {
@@ -122,6 +122,10 @@ TEST_P(Leap, GivesExactlyTheResultsOfSteppingEveryIteration) {
         EXPECT_EQ(stepped.leapt, 0);
         leapt += leaping.leapt;
         iterations += static_cast<int64_t>(stepped.iterations.size());
+        for (const IterationRecord& it : stepped.iterations) ASSERT_EQ(it.grouped, 0);
+        for (const IterationRecord& it : leaping.iterations) {
+          if (it.grouped > 0 && it.prefill_tokens > 0) ++beside_prefills;
+        }
 
         ASSERT_EQ(leaping.requests, stepped.requests);
         ASSERT_EQ(leaping.iterations.size(), stepped.iterations.size());
@@ -137,12 +141,15 @@ TEST_P(Leap, GivesExactlyTheResultsOfSteppingEveryIteration) {
       }
     }
   }
-  // Static batching never leaps (its batches hold padding or wait); every other policy must, or
-  // this test would compare nothing.
+  // Static batching never leaps or groups decodes (its batches hold padding or wait); every other
+  // policy must, leaping and grouping the decodes that run beside prefills, or this test would
+  // compare nothing.
   if (GetParam() == "static") {
     EXPECT_EQ(leapt, 0);
+    EXPECT_EQ(beside_prefills, 0);
   } else {
     EXPECT_GT(leapt, iterations / 10) << "of " << iterations;
+    EXPECT_GT(beside_prefills, iterations / 100) << "of " << iterations;
   }
 }
 
@@ -177,6 +184,34 @@ TEST(LeapRoofline, DecodeRunStepsEqualPricingEachBatch) {
     // A prefill chunk is not a decode run.
     batch.items.front().new_tokens = 2;
     EXPECT_FALSE(rm.begin_decode_run(batch, run));
+  }
+}
+
+// A decode group is priced as the same decodes listed as items, beside a prefill or alone.
+TEST(LeapRoofline, DecodeGroupIsPricedAsItsItems) {
+  for (const char* hw : {"a100-80gb", "t4", "h100-sxm"}) {
+    const RooflineModel rm(load_hardware(kData + "hardware/" + hw + ".toml").value(),
+                           load_model(kData + "models/llama-3-8b.json").value(), RooflineOptions{});
+    ASSERT_TRUE(rm.prices_decode_groups()) << hw;
+    std::vector<Request> requests(6);
+    Batch listed, grouped;
+    for (size_t i = 0; i < requests.size(); ++i) {
+      Request& r = requests[i];
+      r.prompt_tokens = static_cast<int32_t>(300 + 91 * i);
+      r.num_output = i + 1 < requests.size() ? static_cast<int32_t>(2 + i) : 0;
+      r.num_computed = i + 1 < requests.size() ? r.num_tokens() - 1 : 0;
+      if (i + 1 < requests.size()) {
+        listed.items.push_back({&r, 1, r.num_computed});
+        ++grouped.group;
+        grouped.group_context += r.num_computed;
+      }
+    }
+    EXPECT_EQ(rm.price(grouped).total(), rm.price(listed).total()) << hw;
+    Request& prefill = requests.back();
+    listed.items.push_back({&prefill, 200, 0});
+    grouped.items.push_back({&prefill, 200, 0});
+    EXPECT_EQ(rm.price(grouped).total(), rm.price(listed).total()) << hw;
+    EXPECT_GT(rm.price(grouped).total(), rm.price(Batch{{{&prefill, 200, 0}}}).total()) << hw;
   }
 }
 

@@ -24,7 +24,7 @@ namespace {
 
 class Rows : public Recorder {
  public:
-  bool accepts_decode_steps() const override { return true; }
+  bool accepts_grouped_decodes() const override { return true; }
   void on_iteration(const IterationRecord& it, std::span<const BatchItem> items) override {
     std::ostringstream out;
     out << it.replica << ' ' << it.step << ' ' << it.start << ' ' << it.duration << ' ' << it.num_seqs
