@@ -17,6 +17,9 @@ class TokenGaps {
   using Run = std::pair<Time, int64_t>;  // a gap (>= 0) and how many tokens came after it
 
   void add(Time gap, int64_t n);
+  // add(gap, n) for each gap, faster when they ascend (a leap's steps): a gap seen before is found
+  // by galloping from where the last one was.
+  void add_each(std::span<const Time> gaps, int64_t n);
   // The runs sorted by gap, one per distinct gap (merging what came since the last time).
   std::span<const Run> runs();
 

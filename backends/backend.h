@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -60,9 +61,10 @@ class Backend {
   // token further. Returns false when this backend cannot price such runs step by step without the
   // batch (engines that measure, the unit backend): the replica then runs every iteration itself.
   virtual bool begin_decode_run(const Batch& /*batch*/) { return false; }
-  // The run's next iteration (the first call: `batch` itself), exactly what run() would return for
-  // it. REQUIRES: begin_decode_run returned true, and run() was not called since.
-  virtual IterationResult next_decode_step() { return {}; }
+  // The durations of the run's next out.size() iterations (the first call's first: `batch` itself),
+  // each exactly what run() would return for it; a cost model's prediction is its duration.
+  // REQUIRES: begin_decode_run returned true, and run() was not called since.
+  virtual void next_decode_steps(std::span<Time> /*out*/) {}
 
   // KV blocks of `block_size` tokens this backend's device holds, or -1 for unlimited.
   virtual int64_t kv_blocks(int32_t block_size) const = 0;

@@ -26,13 +26,6 @@ RooflineModel::RooflineModel(HardwareSpec hw, ModelSpec model, RooflineOptions o
                           decode_bytes_per_item_ / memory >= 4 * q_dim / compute;
 }
 
-double RooflineModel::decode_attention(int64_t count, int64_t context_sum) const {
-  const double bytes = static_cast<double>(context_sum) * decode_bytes_per_context_ +
-                       static_cast<double>(count) * decode_bytes_per_item_;
-  return bytes / (hw_.memory_bandwidth * hw_.attention_efficiency) *
-         static_cast<double>(model_.num_layers);
-}
-
 double RooflineModel::memory_time(double bytes) const {
   return bytes / (hw_.memory_bandwidth * hw_.memory_efficiency);
 }
@@ -125,13 +118,8 @@ bool RooflineModel::begin_decode_run(const Batch& batch, DecodeRun& run) const {
   return true;
 }
 
-double RooflineModel::next_decode_step(DecodeRun& run) const {
-  // As price(): the attention of the one-token items, added to the other items' (none here), then
-  // the rest.
-  RooflineBreakdown t = run.rest;
-  t.attention = 0.0 + decode_attention(run.count, run.context_sum);
-  run.context_sum += run.count;
-  return t.total();
+void RooflineModel::next_decode_steps(DecodeRun& run, std::span<Time> out) const {
+  for (Time& t : out) t = priced_duration(next_decode_step(run));
 }
 
 RooflineBreakdown RooflineModel::price_rest(RooflineBreakdown t, double tokens, double emitting) const {

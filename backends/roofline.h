@@ -59,6 +59,8 @@ class RooflineModel {
   bool begin_decode_run(const Batch& batch, DecodeRun& run) const;
   // The total price of the run's next iteration (the first call: the batch itself), in seconds.
   double next_decode_step(DecodeRun& run) const;
+  // The run's next out.size() iterations as durations: priced_duration(next_decode_step(run)) each.
+  void next_decode_steps(DecodeRun& run, std::span<Time> out) const;
 
   const HardwareSpec& hardware() const { return hw_; }
   const ModelSpec& model() const { return model_; }
@@ -83,5 +85,22 @@ class RooflineModel {
   bool decodes_memory_bound_ = false;  // see the constructor
   double decode_bytes_per_context_ = 0, decode_bytes_per_item_ = 0;
 };
+
+// Inline: a leap prices millions of steps.
+inline double RooflineModel::decode_attention(int64_t count, int64_t context_sum) const {
+  const double bytes = static_cast<double>(context_sum) * decode_bytes_per_context_ +
+                       static_cast<double>(count) * decode_bytes_per_item_;
+  return bytes / (hw_.memory_bandwidth * hw_.attention_efficiency) *
+         static_cast<double>(model_.num_layers);
+}
+
+inline double RooflineModel::next_decode_step(DecodeRun& run) const {
+  // As price(): the attention of the one-token items, added to the other items' (none here), then
+  // the rest.
+  RooflineBreakdown t = run.rest;
+  t.attention = 0.0 + decode_attention(run.count, run.context_sum);
+  run.context_sum += run.count;
+  return t.total();
+}
 
 }  // namespace servesim

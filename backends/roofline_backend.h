@@ -23,10 +23,7 @@ class RooflineBackend final : public Backend {
   IterationResult run(const Batch& batch) override;
   bool prices_decode_groups() const override { return model_.prices_decode_groups(); }
   bool begin_decode_run(const Batch& batch) override { return model_.begin_decode_run(batch, run_); }
-  IterationResult next_decode_step() override {
-    const Time t = priced_duration(model_.next_decode_step(run_));
-    return {t, t};
-  }
+  void next_decode_steps(std::span<Time> out) override { model_.next_decode_steps(run_, out); }
   int64_t kv_blocks(int32_t block_size) const override;
   std::string_view name() const override { return "roofline"; }
   int64_t max_model_len() const override { return model_.model().max_position_embeddings; }

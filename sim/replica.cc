@@ -183,26 +183,43 @@ Time Replica::leap(Time horizon) {
   leapable_ = false;
   Time t = first_end_;  // the start of the next iteration
   if (t >= horizon || !backend_->begin_decode_run(batch_)) return t;
-  if (backend_->next_decode_step().duration != record_.duration) {
-    assert(false && "a backend's decode run disagrees with run()");
-    return t;
-  }
   // Iteration j (the first is 0) emits every member's token num_output + j + 1; none may finish
   // before the last iteration of the leap.
   const int64_t steps = group_min_left_;
+  // The iterations' durations, priced ahead in chunks: no more than the leap may need (at most
+  // `steps`, and as many as fit before the horizon if none were shorter than the last).
+  size_t next = 0;
+  priced_.clear();
+  const auto duration = [&](int64_t j) {
+    if (next == priced_.size()) {
+      const Time last = priced_.empty() ? record_.duration : priced_.back();
+      const int64_t fit = horizon == kNever ? steps : (horizon - t) / std::max<Time>(last, 1) + 1;
+      priced_.resize(static_cast<size_t>(std::clamp<int64_t>(std::min(steps - j, fit), 1, 1024)));
+      backend_->next_decode_steps(priced_);
+      next = 0;
+    }
+    return priced_[next++];
+  };
+  if (duration(0) != record_.duration) {
+    assert(false && "a backend's decode run disagrees with run()");
+    return t;
+  }
   const int32_t bs = kv_.block_size();
   by_residue_.resize(static_cast<size_t>(bs));
   for (auto& v : by_residue_) v.clear();
   for (size_t x = 0; x < running_.size(); ++x) {
     by_residue_[static_cast<size_t>(running_[x]->num_computed % bs)].push_back(static_cast<int32_t>(x));
   }
+  // As the policy would at the start of iteration j, every member allocates room for its token
+  // c + j + 1 (c: its context in iteration 0). That takes a block when token c + j starts one, for
+  // the members with c = -j mod block size; with prefix caching it also registers the block that
+  // token c + j + 1 fills, for those with c = -(j + 1). For every other member the allocation
+  // changes nothing.
+  const auto down = [bs](size_t r) { return r == 0 ? static_cast<size_t>(bs) - 1 : r - 1; };
+  size_t opens = 0;  // -j mod block size
   for (int64_t j = 1; j < steps && t < horizon; ++j) {
-    // As the policy would at the start of iteration j, every member allocates room for its token
-    // c + j + 1 (c: its context in iteration 0). That takes a block when token c + j starts one;
-    // with prefix caching it also registers the block that token c + j + 1 fills. For every other
-    // member the allocation changes nothing.
-    const auto residue = [&](int64_t k) { return static_cast<size_t>(((-k) % bs + bs) % bs); };
-    const std::vector<int32_t>& opening = by_residue_[residue(j)];
+    opens = down(opens);
+    const std::vector<int32_t>& opening = by_residue_[opens];
     if (!opening.empty()) {
       int64_t need = 0;
       for (int32_t x : opening) {
@@ -211,18 +228,18 @@ Time Replica::leap(Time horizon) {
       }
       if (need > kv_.num_free()) break;  // the policy would preempt here: run it one by one
     }
-    const IterationResult result = backend_->next_decode_step();
-    const Time end = add_time(t, result.duration);
+    const Time d = duration(j);
+    const Time end = add_time(t, d);
     if (end == kNever) break;  // run one by one, which reports the horizon
     if (opening.empty() && !kv_.prefix_caching()) {
-      leap_durations_.push_back(result.duration);
+      leap_durations_.push_back(d);
       leap_kv_used_.push_back(kv_.num_used());
       t = end;
       continue;
     }
     touched_.assign(opening.begin(), opening.end());
     if (kv_.prefix_caching() && bs > 1) {
-      const std::vector<int32_t>& filling = by_residue_[residue(j + 1)];
+      const std::vector<int32_t>& filling = by_residue_[down(opens)];
       const size_t mid = touched_.size();
       touched_.insert(touched_.end(), filling.begin(), filling.end());
       std::inplace_merge(touched_.begin(), touched_.begin() + static_cast<std::ptrdiff_t>(mid), touched_.end());
@@ -232,7 +249,7 @@ Time Replica::leap(Time horizon) {
       [[maybe_unused]] const bool ok = kv_.allocate(seq, seq.num_computed + j + 1);
       assert(ok);
     }
-    leap_durations_.push_back(result.duration);
+    leap_durations_.push_back(d);
     leap_kv_used_.push_back(kv_.num_used());
     t = end;
   }

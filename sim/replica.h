@@ -128,6 +128,7 @@ class Replica final : public ReplicaView {
   bool leapable_ = false;                    // the batch in flight may be extended
   Time first_end_ = 0;                       // end of the first iteration of the leap in flight
   std::vector<Time> leap_durations_;         // the iterations after the first
+  std::vector<Time> priced_;                 // durations priced ahead (leap())
   std::vector<int64_t> leap_kv_used_;
   std::vector<std::vector<int32_t>> by_residue_;  // group members by num_computed % block_size
   std::vector<int32_t> touched_;             // group members whose blocks an iteration allocates

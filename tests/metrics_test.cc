@@ -1,4 +1,5 @@
 #include "analysis/metrics.h"
+#include "analysis/token_gaps.h"
 
 #include <gtest/gtest.h>
 
@@ -276,6 +277,41 @@ TEST(MetricsAccumulator, ItlEqualsUnweightedComputation) {
   EXPECT_DOUBLE_EQ(m.at("itl_p50"), percentile(gaps, 50));
   EXPECT_DOUBLE_EQ(m.at("itl_p90"), percentile(gaps, 90));
   EXPECT_DOUBLE_EQ(m.at("itl_p99"), percentile(gaps, 99));
+}
+
+}  // namespace
+}  // namespace servesim
+
+namespace servesim {
+namespace {
+
+// add_each gives exactly the runs of adding one by one, ascending or not, across merges.
+TEST(TokenGapsTest, AddEachCountsAsAddingOneByOne) {
+  std::mt19937_64 rng(5);
+  TokenGaps each, one;
+  std::map<Time, int64_t> expected;
+  for (int leap = 0; leap < 3000; ++leap) {
+    std::vector<Time> gaps;
+    Time g = static_cast<Time>(rng() % 50'000);
+    const int n = static_cast<int>(rng() % 40);
+    for (int j = 0; j < n; ++j) {
+      g += static_cast<Time>(rng() % 4 == 0 ? 0 : rng() % 30);  // ascending, with repeats
+      if (rng() % 50 == 0) g = static_cast<Time>(rng() % 50'000);  // and now and then not
+      gaps.push_back(g);
+    }
+    const int64_t weight = static_cast<int64_t>(1 + rng() % 3);
+    each.add_each(gaps, weight);
+    for (Time x : gaps) {
+      one.add(x, weight);
+      expected[x] += weight;
+    }
+    if (leap % 700 == 0) (void)each.runs();  // merge midway, as a report in progress would
+  }
+  const std::vector<TokenGaps::Run> want(expected.begin(), expected.end());
+  const std::span<const TokenGaps::Run> got = each.runs();
+  EXPECT_EQ(std::vector<TokenGaps::Run>(got.begin(), got.end()), want);
+  const std::span<const TokenGaps::Run> by_one = one.runs();
+  EXPECT_EQ(std::vector<TokenGaps::Run>(by_one.begin(), by_one.end()), want);
 }
 
 }  // namespace

@@ -3,6 +3,10 @@
 // it fails with a message; it is never `done` with a negative time or an unfinished request.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <random>
+#include <vector>
+
 #include "backends/backend.h"
 #include "tests/sim_harness.h"
 
@@ -78,3 +82,26 @@ TEST(TimeHorizon, AStaticWaitPastTheHorizonIsForever) {
 
 }  // namespace
 }  // namespace servesim::testing
+
+namespace servesim {
+namespace {
+
+// from_seconds rounds as std::llround does, halves away from zero included.
+TEST(FromSeconds, RoundsAsLlround) {
+  std::mt19937_64 rng(3);
+  std::vector<double> values = {0.0, -0.0, 0.5e-9, 1.5e-9, 2.5e-9, -0.5e-9, -2.5e-9, 0.4999999999e-9,
+                                1e9, 9.2e9, 123.456789012345, -7.25e-9, 0.49999999999999994e-9};
+  for (int i = 0; i < 100000; ++i) {
+    const double magnitude = std::ldexp(1.0, static_cast<int>(rng() % 60) - 30);
+    values.push_back((static_cast<double>(rng() % 2000000) / 1000000.0 - 1.0) * magnitude);
+  }
+  for (int64_t ns : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{123456789}}) {
+    values.push_back((static_cast<double>(ns) + 0.5) / 1e9);  // halves, as far as doubles hold them
+  }
+  for (const double s : values) {
+    EXPECT_EQ(from_seconds(s), static_cast<Time>(std::llround(s * 1e9))) << s;
+  }
+}
+
+}  // namespace
+}  // namespace servesim
