@@ -176,7 +176,7 @@ void DbRecorder::on_decode_steps(const DecodeSteps& steps) {
   Time at = steps.start;
   for (size_t j = 0; j < steps.durations.size(); ++j) {
     add_to_bucket(steps.replica, at, steps.durations[j], 0, steps.num_seqs, steps.num_seqs, 0,
-                  steps.num_seqs, steps.waiting, steps.kv_blocks_used[j], steps.kv_blocks_total);
+                  steps.num_seqs, steps.waiting[j], steps.kv_blocks_used[j], steps.kv_blocks_total);
     at += steps.durations[j];
   }
   if (chunk_.size() >= kRowsPerChunk) hand_over();

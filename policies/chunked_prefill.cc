@@ -103,6 +103,14 @@ class ChunkedPrefillPolicy final : public Policy {
            static_cast<int64_t>(running) >= view.limits().max_num_batched_tokens;
   }
 
+  // With requests waiting and first come first served, an arrival queues behind the head, which
+  // stays blocked: unless longest-prefix order may put it first, priority may put it ahead, or an
+  // adaptive threshold shrinks the head's chunk as requests grow in number.
+  bool decode_batch_ignores_arrivals(ReplicaView& view) const override {
+    return !config_.priority && !config_.lpm && !config_.long_prefill_token_threshold_adaptive &&
+           !view.waiting().empty();
+  }
+
   std::string_view name() const override { return prefix_cached_ ? "prefix-cached" : "chunked-prefill"; }
   toml::table options() const override { return config_.to_toml(prefix_cached_); }
   QueueOrder queue_order() const override {

@@ -88,6 +88,9 @@ class ContinuousPolicy final : public Policy {
   // blocks (or the queue is empty, or max_num_seqs run). Nothing frees blocks before a request
   // finishes, so the head stays blocked and the batch repeats.
   bool decode_batch_repeats(ReplicaView& /*view*/) const override { return true; }
+  // With requests waiting, the head was blocked (its blocks, or max_num_seqs); an arrival queues
+  // behind it.
+  bool decode_batch_ignores_arrivals(ReplicaView& view) const override { return !view.waiting().empty(); }
 
   std::string_view name() const override { return "continuous"; }
 

@@ -103,6 +103,11 @@ class Policy {
   // nobody. The replica may then leap over them (backends/backend.h: begin_decode_run). The
   // default, false, runs every iteration through next_batch.
   virtual bool decode_batch_repeats(ReplicaView& /*view*/) const { return false; }
+  // Asked only after decode_batch_repeats said true: whether the batch repeats even as requests
+  // arrive, because they would only wait behind a head of the queue that stays blocked (strict
+  // first come first served). The replica then leaps past arrivals, up to the first finish or KV
+  // block shortage. The default, false, stops a leap at the next arrival.
+  virtual bool decode_batch_ignores_arrivals(ReplicaView& /*view*/) const { return false; }
 
   // Whether the policy keeps pointers to requests that have finished (static batching keeps its
   // batch until every member is done). A streamed run reuses a settled request's memory for the

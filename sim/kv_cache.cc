@@ -191,7 +191,17 @@ bool BlockManager::allocate_blocks(Sequence& seq, int64_t num_tokens, int32_t nu
   }
   if (num_cached_tokens > 0) seq.num_registered_blocks = num_cached_tokens / block_size_;
 
-  // Fresh blocks for the rest.
+  // Fresh blocks for the rest: freed blocks without a hash first, taken together (a prompt takes
+  // many) in the order take_block would pop them, then the others one by one.
+  const int64_t want = blocks_for(num_tokens) - static_cast<int64_t>(seq.block_table.size());
+  if (want > 0 && !spare_.empty()) {
+    const auto bulk = static_cast<std::ptrdiff_t>(std::min<int64_t>(want, static_cast<int64_t>(spare_.size())));
+    const size_t from = seq.block_table.size();
+    seq.block_table.insert(seq.block_table.end(), spare_.rbegin(), spare_.rbegin() + bulk);
+    spare_.resize(spare_.size() - static_cast<size_t>(bulk));
+    for (size_t b = from; b < seq.block_table.size(); ++b) ref_[static_cast<size_t>(seq.block_table[b])] = 1;
+    used_ += bulk;
+  }
   while (static_cast<int64_t>(seq.block_table.size()) < blocks_for(num_tokens)) {
     const int32_t id = take_block();
     ref_[static_cast<size_t>(id)] = 1;

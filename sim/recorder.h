@@ -35,19 +35,19 @@ struct IterationRecord {
 
 // Iterations that repeat the one before, reported together: a replica leapt over them (the roofline
 // prices a run of decode iterations in O(1) each). Iteration j (from 0) is step first_step + j; it
-// starts when the one before ended (the first at `start`), lasts durations[j], and after its KV
-// allocations holds kv_blocks_used[j] blocks. Every one has the same num_seqs items, each a decode
-// that emits a token whose gap is the iteration's duration; nothing is prefilled, preempted or
-// admitted, and `waiting` requests wait throughout.
+// starts when the one before ended (the first at `start`), lasts durations[j], after its KV
+// allocations holds kv_blocks_used[j] blocks, and leaves waiting[j] requests waiting. Every one has
+// the same num_seqs items, each a decode that emits a token whose gap is the iteration's duration;
+// nothing is prefilled, preempted or admitted.
 struct DecodeSteps {
   int32_t replica = 0;
   int64_t first_step = 0;
   Time start = 0;
   std::span<const Time> durations;
   std::span<const int64_t> kv_blocks_used;
+  std::span<const int32_t> waiting;
   int64_t kv_blocks_total = -1;
   int32_t num_seqs = 0;
-  int32_t waiting = 0;
   bool predicted = false;  // predicted = duration (a cost model's run), else -1
 
   // Iteration j's record.
@@ -63,7 +63,7 @@ struct DecodeSteps {
     r.kv_blocks_used = kv_blocks_used[j];
     r.kv_blocks_total = kv_blocks_total;
     r.predicted = predicted ? durations[j] : -1;
-    r.waiting = waiting;
+    r.waiting = waiting[j];
     r.grouped = num_seqs;
     r.group_gap = durations[j];
     return r;

@@ -44,6 +44,9 @@ void Replica::enqueue(Request* r, Time now) {
                   std::to_string(kv_.blocks_for(r->prompt_tokens)) + " KV blocks; the cache has " +
                   std::to_string(kv_.num_total()));
   }
+  if (r->status == RequestStatus::kWaiting && !leap_durations_.empty()) {
+    leap_arrivals_.push_back(now);  // the leap in flight goes past it
+  }
 }
 
 Time Replica::start_iteration(Time now) {
@@ -175,7 +178,9 @@ bool Replica::batch_leapable() {
       group_min_left_ <= 1) {
     return false;
   }
-  return policy_->decode_batch_repeats(*this);
+  if (!policy_->decode_batch_repeats(*this)) return false;
+  ignores_arrivals_ = policy_->decode_batch_ignores_arrivals(*this);
+  return true;
 }
 
 Time Replica::leap(Time horizon) {
@@ -264,9 +269,20 @@ void Replica::finish_leap(Time now) {
   record_.grouped = batch_.group;
   record_.group_gap = first_end_ - group_end_;
   for (Recorder* rec : recorders_) rec->on_iteration(record_, batch_.items);
-  const DecodeSteps steps{id_, step_ + 1, first_end_, leap_durations_, leap_kv_used_,
-                          record_.kv_blocks_total, record_.num_seqs, record_.waiting,
-                          record_.predicted >= 0};
+  // Requests that arrived during the leap wait from the first iteration starting at or after
+  // their arrival (arrivals at an instant are queued before the iteration starting then is formed).
+  leap_waiting_.clear();
+  Time start = first_end_;
+  size_t arrived = 0;
+  for (const Time d : leap_durations_) {
+    while (arrived < leap_arrivals_.size() && leap_arrivals_[arrived] <= start) ++arrived;
+    leap_waiting_.push_back(record_.waiting + static_cast<int32_t>(arrived));
+    start += d;
+  }
+  arrivals_leapt_past_ += static_cast<int64_t>(leap_arrivals_.size());
+  leap_arrivals_.clear();
+  const DecodeSteps steps{id_, step_ + 1, first_end_, leap_durations_, leap_kv_used_, leap_waiting_,
+                          record_.kv_blocks_total, record_.num_seqs, record_.predicted >= 0};
   for (Recorder* rec : recorders_) rec->on_decode_steps(steps);
 
   now_ = now;

@@ -54,9 +54,14 @@ class Replica final : public ReplicaView {
   // each needs a backend that prices it (Backend::prices_decode_groups, begin_decode_run).
   void enable_grouping(bool on);
   bool can_leap() const { return leapable_; }
+  // Whether the leap may go past arrivals (Policy::decode_batch_ignores_arrivals): its horizon is
+  // then only the end of time. REQUIRES: can_leap().
+  bool leap_ignores_arrivals() const { return ignores_arrivals_; }
   Time leap(Time horizon);
   // Iterations run inside leaps (after the first of each), for benchmarks and tests.
   int64_t leapt_iterations() const { return leapt_; }
+  // Requests that arrived while a leap went on past them.
+  int64_t arrivals_leapt_past() const { return arrivals_leapt_past_; }
 
   // Why the replica cannot go on ("" while it can).
   const std::string& failure() const { return failure_; }
@@ -126,6 +131,9 @@ class Replica final : public ReplicaView {
   // Leaps (see leap()).
   bool leaps_enabled_ = false;
   bool leapable_ = false;                    // the batch in flight may be extended
+  bool ignores_arrivals_ = false;            // ... past arrivals
+  std::vector<Time> leap_arrivals_;          // when requests joined the queue during the leap
+  std::vector<int32_t> leap_waiting_;
   Time first_end_ = 0;                       // end of the first iteration of the leap in flight
   std::vector<Time> leap_durations_;         // the iterations after the first
   std::vector<Time> priced_;                 // durations priced ahead (leap())
@@ -133,6 +141,7 @@ class Replica final : public ReplicaView {
   std::vector<std::vector<int32_t>> by_residue_;  // group members by num_computed % block_size
   std::vector<int32_t> touched_;             // group members whose blocks an iteration allocates
   int64_t leapt_ = 0;
+  int64_t arrivals_leapt_past_ = 0;
 };
 
 }  // namespace servesim

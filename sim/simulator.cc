@@ -271,7 +271,8 @@ void Simulator::schedule_idle(Time now) {
     Replica& rep = *replicas_[s.replica];
     const auto id = static_cast<int32_t>(s.replica);
     if (s.end != kNever) {
-      const Time end = leaps && rep.can_leap() ? rep.leap(horizon(s.replica, now)) : s.end;
+      const Time end = !leaps || !rep.can_leap() ? s.end
+                       : rep.leap(rep.leap_ignores_arrivals() ? kNever : horizon(s.replica, now));
       events_.push(end, EventKind::kIterationEnd, id);
     } else if (rep.wake_at() != kNever && rep.wake_at() > now &&
                rep.wake_at() != pending_wake_[s.replica]) {
@@ -298,6 +299,12 @@ Time Simulator::horizon(size_t i, Time now) {
     if (s.replica != i && s.end != kNever) h = std::min(h, s.end);
   }
   return std::max(h, now);
+}
+
+int64_t Simulator::arrivals_leapt_past() const {
+  int64_t n = 0;
+  for (const auto& rep : replicas_) n += rep->arrivals_leapt_past();
+  return n;
 }
 
 int64_t Simulator::leapt_iterations() const {

@@ -85,6 +85,8 @@ class Simulator {
   const Replica& replica(int32_t i) const { return *replicas_[static_cast<size_t>(i)]; }
   // Iterations the replicas leapt over (all but the first of every leap).
   int64_t leapt_iterations() const;
+  // Requests that arrived at a replica while it leapt on past them.
+  int64_t arrivals_leapt_past() const;
 
  private:
   // What both constructors share: the replicas.
