@@ -182,17 +182,33 @@ void DbRecorder::on_decode_steps(const DecodeSteps& steps) {
   if (chunk_.size() >= kRowsPerChunk) hand_over();
 }
 
+int64_t DbRecorder::bucket_index(Time t) const {
+  return static_cast<int64_t>(std::floor(to_seconds(t) / resolution_));
+}
+
+Time DbRecorder::first_time_of(int64_t index) const {
+  // bucket_index only grows with t: step from an estimate to the exact boundary.
+  auto t = static_cast<Time>(std::ceil(static_cast<double>(index) * resolution_ * 1e9));
+  while (t > 0 && bucket_index(t - 1) >= index) --t;
+  while (bucket_index(t) < index) ++t;
+  return t;
+}
+
 void DbRecorder::add_to_bucket(int32_t replica, Time start, Time duration, int64_t prefill,
                                int64_t decode, int64_t emitted, int64_t preempted, int64_t seqs,
                                int64_t waiting, int64_t kv_used, int64_t kv_total) {
   const auto r = static_cast<size_t>(replica);
   if (buckets_.size() <= r) buckets_.resize(r + 1);
   Bucket& b = buckets_[r];
-  const auto index = static_cast<int64_t>(std::floor(to_seconds(start) / resolution_));
-  if (index != b.index) {
-    if (b.index >= 0) chunk_.timeline.emplace_back(replica, b);
-    b = Bucket{};
-    b.index = index;
+  // A replica's iterations come in time order: a new bucket starts only at b.end.
+  if (b.index < 0 || start >= b.end) {
+    const int64_t index = bucket_index(start);
+    if (index != b.index) {
+      if (b.index >= 0) chunk_.timeline.emplace_back(replica, b);
+      b = Bucket{};
+      b.index = index;
+      b.end = first_time_of(index + 1);
+    }
   }
   const double seconds = to_seconds(duration);
   ++b.iterations;
