@@ -40,8 +40,9 @@
 //                                                         step-by-step schedule is the point);
 //                                                         always iterations for cpu and cuda
 //   log_resolution               --set                    1 (seconds per timeline bucket)
-//   leap                         --set leap=false         true: leap over repeating decode
-//                                                         iterations (roofline; identical results)
+//   leap                         --set leap=false         true: group decodes and leap over
+//                                                         repeating decode iterations (roofline;
+//                                                         identical results)
 // The configuration is immutable once resolved; derived values (KV blocks) live elsewhere.
 #pragma once
 

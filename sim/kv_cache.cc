@@ -16,7 +16,8 @@ BlockManager::BlockManager(int32_t block_size, int64_t num_blocks, bool prefix_c
     : block_size_(block_size),
       total_(num_blocks),
       prefix_caching_(prefix_caching),
-      free_order_(free_order) {
+      free_order_(free_order),
+      plain_(!prefix_caching && (num_blocks == kUnlimited || free_order == FreeOrder::kHashlessFirst)) {
   assert(block_size >= 1);
   assert(num_blocks >= 0 || num_blocks == kUnlimited);
 }
@@ -199,7 +200,9 @@ bool BlockManager::allocate_blocks(Sequence& seq, int64_t num_tokens, int32_t nu
     const size_t from = seq.block_table.size();
     seq.block_table.insert(seq.block_table.end(), spare_.rbegin(), spare_.rbegin() + bulk);
     spare_.resize(spare_.size() - static_cast<size_t>(bulk));
-    for (size_t b = from; b < seq.block_table.size(); ++b) ref_[static_cast<size_t>(seq.block_table[b])] = 1;
+    if (!plain_) {
+      for (size_t b = from; b < seq.block_table.size(); ++b) ref_[static_cast<size_t>(seq.block_table[b])] = 1;
+    }
     used_ += bulk;
   }
   while (static_cast<int64_t>(seq.block_table.size()) < blocks_for(num_tokens)) {
@@ -225,6 +228,13 @@ bool BlockManager::allocate_blocks(Sequence& seq, int64_t num_tokens, int32_t nu
 }
 
 void BlockManager::free(Sequence& seq) {
+  if (plain_) {  // every block goes back to spare_, tail first, as below
+    spare_.insert(spare_.end(), seq.block_table.rbegin(), seq.block_table.rend());
+    used_ -= static_cast<int64_t>(seq.block_table.size());
+    seq.block_table.clear();
+    seq.num_registered_blocks = 0;
+    return;
+  }
   for (auto it = seq.block_table.rbegin(); it != seq.block_table.rend(); ++it) {
     const int32_t id = *it;
     int32_t& ref = ref_[static_cast<size_t>(id)];

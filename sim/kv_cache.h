@@ -107,6 +107,10 @@ class BlockManager {
   const int64_t total_;
   const bool prefix_caching_;
   const FreeOrder free_order_;
+  // Without prefix caching, when freed blocks go back to spare_ (hashless first, or unlimited):
+  // a block has one holder and no hash, so no reference counts are kept (ref_ is not read) and
+  // blocks move between spare_ and the block tables in bulk.
+  const bool plain_;
   int64_t used_ = 0;
   int32_t next_fresh_ = 0;  // ids below this have been handed out at least once
   // Per block id (grown as ids are handed out):

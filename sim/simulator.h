@@ -48,9 +48,11 @@ struct SimOptions {
   // (sent and not yet finished or rejected); a request whose time has come waits, first come first
   // sent, until one finishes, and its latencies count from when it is sent. 0: open loop.
   int64_t max_concurrency = 0;
-  // Leap over runs of repeating decode iterations where the backend can price them in O(1) each
-  // (the roofline) and every recorder accepts them: the results are exactly those of running every
-  // iteration, only faster. False: run every iteration one by one (for checking).
+  // Group decodes (ReplicaView::schedule_decode_group) and leap over runs of repeating decode
+  // iterations where the backend can price them (the roofline; groups also the unit backend) and
+  // every recorder accepts them: the results are exactly those of listing every item and running
+  // every iteration, only faster. False: run every iteration one by one, every item listed (for
+  // checking).
   bool leap = true;
 };
 
