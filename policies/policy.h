@@ -56,8 +56,9 @@ class ReplicaView {
   // many they are; the policy goes on from running()[that many]. Returns 0, doing nothing, when
   // the group is empty or larger than `max`, when some of their next KV blocks are not free (the
   // policy then preempts one by one), or when this run lists every item (a backend or recorder
-  // that needs them, or leap = false). Costs one short pass over the group instead of a batch item
-  // each. REQUIRES: batch is empty.
+  // that needs them, or leap = false). Costs what the members' KV blocks cost, not an item each.
+  // A policy may drop the group again (Batch::clear) but must not then schedule its members one
+  // by one in the same batch. REQUIRES: batch is empty.
   virtual int32_t schedule_decode_group(Batch& batch, int64_t max) = 0;
 
   // Moves seq from waiting() to the back of running(); records its first scheduling time. Its first

@@ -54,6 +54,7 @@ Time Replica::start_iteration(Time now) {
   now_ = now;
   batch_.clear();
   preempted_ = 0;
+  group_offered_ = false;
   policy_->next_batch(*this, now, batch_);
   wake_at_ = batch_.wake_at;
   if (batch_.empty()) return kNever;
@@ -106,6 +107,48 @@ bool Replica::decodes_in_step(const Sequence* seq) const {
   return !r.held && r.num_output > 0 && r.num_uncomputed() == 1 && r.last_token == group_end_;
 }
 
+size_t Replica::bucket_of(const Sequence* seq) const {
+  const int64_t bs = kv_.block_size();
+  return static_cast<size_t>(((seq->num_computed - group_steps_) % bs + bs) % bs);
+}
+
+void Replica::join_group(Sequence* seq) {
+  const Request& r = req(seq);
+  buckets_[bucket_of(seq)].push_back({tickets_++, seq});
+  group_context_ += r.num_computed;
+  group_min_left_ = std::min(group_min_left_, r.output_tokens - r.num_output);
+  ++group_size_;
+}
+
+void Replica::leave_group(const Sequence* seq) {
+  std::vector<Member>& bucket = buckets_[bucket_of(seq)];
+  const auto it = std::find_if(bucket.begin(), bucket.end(), [seq](const Member& m) { return m.seq == seq; });
+  assert(it != bucket.end());
+  bucket.erase(it);
+  group_context_ -= seq->num_computed;
+  --group_size_;  // group_min_left_ stays a lower bound
+}
+
+void Replica::forget_group() {
+  for (auto& bucket : buckets_) bucket.clear();
+  group_size_ = 0;
+  group_context_ = 0;
+  group_min_left_ = std::numeric_limits<int32_t>::max();
+}
+
+void Replica::touched_members(size_t opens) {
+  const std::vector<Member>& opening = buckets_[opens];
+  touched_.assign(opening.begin(), opening.end());
+  const int32_t bs = kv_.block_size();
+  if (kv_.prefix_caching() && bs > 1) {
+    const std::vector<Member>& filling = buckets_[opens == 0 ? static_cast<size_t>(bs) - 1 : opens - 1];
+    const size_t mid = touched_.size();
+    touched_.insert(touched_.end(), filling.begin(), filling.end());
+    std::inplace_merge(touched_.begin(), touched_.begin() + static_cast<std::ptrdiff_t>(mid), touched_.end(),
+                       [](const Member& a, const Member& b) { return a.ticket < b.ticket; });
+  }
+}
+
 int32_t Replica::schedule_decode_group(Batch& batch, int64_t max) {
   assert(batch.empty());
   if (!grouping_) return 0;
@@ -113,53 +156,63 @@ int32_t Replica::schedule_decode_group(Batch& batch, int64_t max) {
   // and emitted their last token with it (those that were just prefilled, when it ran too).
   if (group_size_ == 0) {
     if (running_.empty()) return 0;
+    forget_group();
+    buckets_.resize(static_cast<size_t>(kv_.block_size()));
     group_end_ = req(running_.front()).last_token;
   }
-  while (group_size_ < running_.size() && decodes_in_step(running_[group_size_])) ++group_size_;
+  while (group_size_ < running_.size() && decodes_in_step(running_[group_size_])) {
+    join_group(running_[group_size_]);
+  }
   if (group_size_ == 0 || static_cast<int64_t>(group_size_) > max) return 0;
 
   // As the policy would one by one: each member allocates room for its next token. That takes a
   // block when the token opens one; with prefix caching it also registers the block the token
   // fills. For every other member the allocation changes nothing.
-  const int32_t bs = kv_.block_size();
-  const bool caching = kv_.prefix_caching();
-  int64_t context = 0, need = 0;
-  int32_t min_left = std::numeric_limits<int32_t>::max();
-  touched_.clear();
-  for (size_t x = 0; x < group_size_; ++x) {
-    const Request& r = req(running_[x]);
-    const int64_t c = r.num_computed;
-    context += c;
-    min_left = std::min(min_left, r.output_tokens - r.num_output);
-    const bool opens = c + 1 > static_cast<int64_t>(r.block_table.size()) * bs;
-    if (opens || (caching && (c + 1) % bs == 0)) {
-      touched_.push_back(static_cast<int32_t>(x));
-      need += opens ? 1 : 0;
-    }
+  const int64_t bs = kv_.block_size();
+  int64_t need = 0;
+  for (const Member& m : buckets_[opens_at_]) {
+    if (m.seq->num_computed + 1 > static_cast<int64_t>(m.seq->block_table.size()) * bs) ++need;
   }
   if (need > kv_.num_free()) return 0;  // some member would preempt: the policy goes one by one
-  for (int32_t x : touched_) {
-    Sequence& seq = *running_[static_cast<size_t>(x)];
-    [[maybe_unused]] const bool ok = kv_.allocate(seq, int64_t{seq.num_computed} + 1);
+  touched_members(opens_at_);
+  for (const Member& m : touched_) {
+    [[maybe_unused]] const bool ok = kv_.allocate(*m.seq, int64_t{m.seq->num_computed} + 1);
     assert(ok);
   }
   batch.group = static_cast<int32_t>(group_size_);
-  batch.group_context = context;
-  group_min_left_ = min_left;
+  batch.group_context = group_context_;
+  group_offered_ = true;
   return batch.group;
 }
 
 int32_t Replica::step_group(Time now, int32_t k) {
   int32_t done = 0;
-  for (size_t x = 0; x < static_cast<size_t>(batch_.group); ++x) {
+  int32_t min_left = std::numeric_limits<int32_t>::max();
+  const auto n = static_cast<size_t>(batch_.group);
+  for (size_t x = 0; x < n; ++x) {
     Request& r = req(running_[x]);
     assert(r.last_token == group_end_ && r.num_uncomputed() == 1);
     r.num_computed += k;
     r.num_output += k;
     assert(r.num_output <= r.output_tokens);
     r.last_token = now;
-    if (r.generation_done()) {
+    min_left = std::min(min_left, r.output_tokens - r.num_output);
+  }
+  group_steps_ += k;
+  group_context_ += int64_t{k} * batch_.group;
+  const int32_t bs = kv_.block_size();
+  opens_at_ = static_cast<size_t>(((static_cast<int64_t>(opens_at_) - k) % bs + bs) % bs);
+  group_end_ = now;
+  if (min_left == 0) {  // somebody finished
+    min_left = std::numeric_limits<int32_t>::max();
+    for (size_t x = 0; x < n; ++x) {
+      Request& r = req(running_[x]);
+      if (!r.generation_done()) {
+        min_left = std::min(min_left, r.output_tokens - r.num_output);
+        continue;
+      }
       ++done;
+      leave_group(&r);
       r.status = RequestStatus::kDone;
       kv_.free(r);
       std::vector<int32_t>().swap(r.block_table);  // a finished request keeps no memory
@@ -167,7 +220,7 @@ int32_t Replica::step_group(Time now, int32_t k) {
       complete(r);
     }
   }
-  group_end_ = now;
+  group_min_left_ = min_left;
   return done;
 }
 
@@ -210,26 +263,19 @@ Time Replica::leap(Time horizon) {
     return t;
   }
   const int32_t bs = kv_.block_size();
-  by_residue_.resize(static_cast<size_t>(bs));
-  for (auto& v : by_residue_) v.clear();
-  for (size_t x = 0; x < running_.size(); ++x) {
-    by_residue_[static_cast<size_t>(running_[x]->num_computed % bs)].push_back(static_cast<int32_t>(x));
-  }
   // As the policy would at the start of iteration j, every member allocates room for its token
   // c + j + 1 (c: its context in iteration 0). That takes a block when token c + j starts one, for
-  // the members with c = -j mod block size; with prefix caching it also registers the block that
-  // token c + j + 1 fills, for those with c = -(j + 1). For every other member the allocation
-  // changes nothing.
-  const auto down = [bs](size_t r) { return r == 0 ? static_cast<size_t>(bs) - 1 : r - 1; };
-  size_t opens = 0;  // -j mod block size
+  // the members whose bucket is j below opens_at_; with prefix caching it also registers the block
+  // that token c + j + 1 fills, for those one bucket further. For every other member the
+  // allocation changes nothing.
+  size_t opens = opens_at_;
   for (int64_t j = 1; j < steps && t < horizon; ++j) {
-    opens = down(opens);
-    const std::vector<int32_t>& opening = by_residue_[opens];
+    opens = opens == 0 ? static_cast<size_t>(bs) - 1 : opens - 1;
+    const std::vector<Member>& opening = buckets_[opens];
     if (!opening.empty()) {
       int64_t need = 0;
-      for (int32_t x : opening) {
-        const Sequence& seq = *running_[static_cast<size_t>(x)];
-        if (seq.num_computed + j + 1 > static_cast<int64_t>(seq.block_table.size()) * bs) ++need;
+      for (const Member& m : opening) {
+        if (m.seq->num_computed + j + 1 > static_cast<int64_t>(m.seq->block_table.size()) * bs) ++need;
       }
       if (need > kv_.num_free()) break;  // the policy would preempt here: run it one by one
     }
@@ -242,16 +288,9 @@ Time Replica::leap(Time horizon) {
       t = end;
       continue;
     }
-    touched_.assign(opening.begin(), opening.end());
-    if (kv_.prefix_caching() && bs > 1) {
-      const std::vector<int32_t>& filling = by_residue_[down(opens)];
-      const size_t mid = touched_.size();
-      touched_.insert(touched_.end(), filling.begin(), filling.end());
-      std::inplace_merge(touched_.begin(), touched_.begin() + static_cast<std::ptrdiff_t>(mid), touched_.end());
-    }
-    for (int32_t x : touched_) {
-      Sequence& seq = *running_[static_cast<size_t>(x)];
-      [[maybe_unused]] const bool ok = kv_.allocate(seq, seq.num_computed + j + 1);
+    touched_members(opens);
+    for (const Member& m : touched_) {
+      [[maybe_unused]] const bool ok = kv_.allocate(*m.seq, m.seq->num_computed + j + 1);
       assert(ok);
     }
     leap_durations_.push_back(d);
@@ -291,7 +330,6 @@ void Replica::finish_leap(Time now) {
   if (done > 0) {
     std::erase_if(running_, [](const Sequence* s) { return s->status == RequestStatus::kDone; });
   }
-  group_size_ = static_cast<size_t>(batch_.group - done);
   step_ += k + 1;
   leap_durations_.clear();
   busy_ = false;
@@ -342,8 +380,13 @@ void Replica::finish_iteration(Time now) {
   if (any_done) {
     std::erase_if(running_, [](const Sequence* s) { return s->status == RequestStatus::kDone; });
   }
-  // What is left of the group stays one; without a group, the next iteration looks again.
-  group_size_ = static_cast<size_t>(batch_.group - group_done);
+  // What is left of the group stays one. So does a group the policy took and then dropped (its
+  // members paused for a prefill-only iteration): they did not run. Otherwise, when the members
+  // ran one by one, the next iteration looks again.
+  if (batch_.group == 0 && !group_offered_) group_size_ = 0;
+  assert(batch_.group > 0 || !group_offered_ ||
+         std::none_of(running_.begin(), running_.begin() + static_cast<std::ptrdiff_t>(group_size_),
+                      [&](const Sequence* s) { return req(s).last_token == now; }));
   for (Recorder* rec : recorders_) rec->on_iteration(record_, batch_.items);
   ++step_;
   busy_ = false;
@@ -378,7 +421,7 @@ void Replica::preempt(Sequence* seq) {
   assert(it != running_.rend());
   const auto at = static_cast<size_t>(std::next(it).base() - running_.begin());
   if (at < group_size_) {
-    --group_size_;
+    leave_group(seq);
     if (at < static_cast<size_t>(batch_.group)) {  // scheduled with the group: it leaves the batch
       --batch_.group;
       batch_.group_context -= seq->num_computed;

@@ -96,6 +96,17 @@ class Replica final : public ReplicaView {
   void finish_leap(Time now);
   // Whether running request seq may join the decode group (see schedule_decode_group).
   bool decodes_in_step(const Sequence* seq) const;
+  // The decode group's members in and out; forget_group() empties it.
+  void join_group(Sequence* seq);
+  void leave_group(const Sequence* seq);
+  void forget_group();
+  // Members are filed by (num_computed - group_steps_) mod block size, which stays the same as
+  // they decode in step: the bucket opens_at_ holds those whose next token opens a block.
+  size_t bucket_of(const Sequence* seq) const;
+  // The members whose block allocations change something when the group computes the token at
+  // bucket index `opens` (those whose next token opens a block, and with prefix caching those
+  // whose next token fills one), in running order, into touched_.
+  void touched_members(size_t opens);
   // Applies a decode iteration ending at `now` to the decode group's `k` steps (the group ran k
   // iterations in a row); completes the requests that finished. Returns how many did.
   int32_t step_group(Time now, int32_t k);
@@ -122,12 +133,24 @@ class Replica final : public ReplicaView {
   int32_t preempted_ = 0;    // preemptions while forming the batch in progress
   bool busy_ = false;
   // The decode group: running_[0, group_size_) decode in step, each having emitted its last token
-  // at group_end_ (see schedule_decode_group). Kept up to date between iterations lazily: it only
-  // grows when asked for, and is forgotten when an iteration ran without it.
+  // at group_end_ (see schedule_decode_group). Kept up to date between iterations: it only grows
+  // when asked for, and is forgotten when an iteration ran without it.
   bool grouping_ = false;
   size_t group_size_ = 0;
+  bool group_offered_ = false;               // schedule_decode_group gave it to the batch forming
   Time group_end_ = 0;
-  int32_t group_min_left_ = 0;               // fewest tokens a member of the scheduled group has left
+  int64_t group_context_ = 0;                // its members' num_computed, summed
+  int32_t group_min_left_ = 0;               // at most the fewest tokens a member has left
+  int64_t group_steps_ = 0;                  // iterations the group ran, since ever
+  size_t opens_at_ = 0;                      // -group_steps_ mod block size: the bucket whose
+                                             // members' next token opens a block
+  struct Member {
+    uint64_t ticket;  // joining order, which is running order
+    Sequence* seq;
+  };
+  std::vector<std::vector<Member>> buckets_;  // members by bucket_of()
+  uint64_t tickets_ = 0;
+  std::vector<Member> touched_;              // see touched_members()
   // Leaps (see leap()).
   bool leaps_enabled_ = false;
   bool leapable_ = false;                    // the batch in flight may be extended
@@ -138,8 +161,6 @@ class Replica final : public ReplicaView {
   std::vector<Time> leap_durations_;         // the iterations after the first
   std::vector<Time> priced_;                 // durations priced ahead (leap())
   std::vector<int64_t> leap_kv_used_;
-  std::vector<std::vector<int32_t>> by_residue_;  // group members by num_computed % block_size
-  std::vector<int32_t> touched_;             // group members whose blocks an iteration allocates
   int64_t leapt_ = 0;
   int64_t arrivals_leapt_past_ = 0;
 };
