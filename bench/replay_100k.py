@@ -12,8 +12,9 @@ measured on, through `sim`, in the four cases of the issue:
 iterations saves; the results are the same.)
 
 Prints, per case, the wall time, the CPU time (user + system) and the peak memory (max RSS) of the
-`sim` process, the best of --repeat runs (default 3), and the database's size. Vidur (PyPI 0.0.26)
-took 151 s for the same replay on this 2-core machine (issue 11), so 1,000x is about 0.15 s.
+`sim` process, the best of --repeat runs (default 3), the database's size, and how many times
+faster than Vidur that is. Vidur (PyPI 0.0.26) took 151 s for the same replay on this 2-core
+machine (issue 11; --vidur-seconds to give another figure), so 1,000x is about 0.15 s.
 """
 import argparse
 import os
@@ -66,10 +67,13 @@ def main():
     ap.add_argument("--log", default=None, help="--log level passed to sim (default: sim's)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--set", action="append", default=[], metavar="K=V", help="passed to sim's --set")
+    ap.add_argument("--vidur-seconds", type=float, default=151.0,
+                    help="Vidur's wall time for the same replay on this machine (default 151)")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="servesim-replay-")
     try:
-        print(f"{'policy':<16} {'budget':>6} {'replicas':>8} {'wall s':>8} {'CPU s':>8} {'peak MB':>8} {'db MB':>8}")
+        print(f"{'policy':<16} {'budget':>6} {'replicas':>8} {'wall s':>8} {'CPU s':>8} {'peak MB':>8} {'db MB':>8} "
+              f"{'x Vidur':>8}")
         for policy, budget, replicas in CASES:
             best = None
             for i in range(a.repeat):
@@ -82,7 +86,8 @@ def main():
                 size = db_megabytes(db)
                 if best is None or wall < best[0]:
                     best = (wall, cpu, rss, size)
-            print(f"{policy:<16} {budget:>6} {replicas:>8} {best[0]:>8.2f} {best[1]:>8.2f} {best[2]:>8.0f} {best[3]:>8.1f}")
+            print(f"{policy:<16} {budget:>6} {replicas:>8} {best[0]:>8.2f} {best[1]:>8.2f} {best[2]:>8.0f} "
+                  f"{best[3]:>8.1f} {a.vidur_seconds / best[0]:>8.0f}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
