@@ -198,7 +198,8 @@ bool BlockManager::allocate_blocks(Sequence& seq, int64_t num_tokens, int32_t nu
   if (want > 0 && !spare_.empty()) {
     const auto bulk = static_cast<std::ptrdiff_t>(std::min<int64_t>(want, static_cast<int64_t>(spare_.size())));
     const size_t from = seq.block_table.size();
-    seq.block_table.insert(seq.block_table.end(), spare_.rbegin(), spare_.rbegin() + bulk);
+    seq.block_table.insert(seq.block_table.end(), spare_.end() - bulk, spare_.end());
+    std::reverse(seq.block_table.begin() + static_cast<std::ptrdiff_t>(from), seq.block_table.end());
     spare_.resize(spare_.size() - static_cast<size_t>(bulk));
     if (!plain_) {
       for (size_t b = from; b < seq.block_table.size(); ++b) ref_[static_cast<size_t>(seq.block_table[b])] = 1;
@@ -229,7 +230,9 @@ bool BlockManager::allocate_blocks(Sequence& seq, int64_t num_tokens, int32_t nu
 
 void BlockManager::free(Sequence& seq) {
   if (plain_) {  // every block goes back to spare_, tail first, as below
-    spare_.insert(spare_.end(), seq.block_table.rbegin(), seq.block_table.rend());
+    const size_t from = spare_.size();
+    spare_.insert(spare_.end(), seq.block_table.begin(), seq.block_table.end());
+    std::reverse(spare_.begin() + static_cast<std::ptrdiff_t>(from), spare_.end());
     used_ -= static_cast<int64_t>(seq.block_table.size());
     seq.block_table.clear();
     seq.num_registered_blocks = 0;
