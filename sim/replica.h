@@ -91,6 +91,8 @@ class Replica final : public ReplicaView {
   // Puts seq in waiting_ at its place under QueueOrder::kPriority.
   void insert_by_priority(Sequence* seq);
   void complete(Request& r);
+  // Its last token is out: frees its KV blocks and, unless its response is held, completes it.
+  void finish_generation(Request& r);
   // Whether the batch just formed may start a leap.
   bool batch_leapable();
   void finish_leap(Time now);
@@ -151,8 +153,7 @@ class Replica final : public ReplicaView {
   std::vector<std::vector<Member>> buckets_;  // members by bucket_of()
   uint64_t tickets_ = 0;
   std::vector<Member> touched_;              // see touched_members()
-  // Leaps (see leap()).
-  bool leaps_enabled_ = false;
+  // Leaps (see leap()); on with grouping_.
   bool leapable_ = false;                    // the batch in flight may be extended
   bool ignores_arrivals_ = false;            // ... past arrivals
   std::vector<Time> leap_arrivals_;          // when requests joined the queue during the leap

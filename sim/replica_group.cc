@@ -1,0 +1,245 @@
+// The replica's decode group and its leaps (sim/replica.h): decodes scheduled, priced and applied
+// as one group beside the other items, and runs of repeating all-group iterations applied as one
+// event. Both give exactly what listing every item and running every iteration gives.
+#include <algorithm>
+#include <cassert>
+#include <limits>
+
+#include "sim/replica.h"
+
+namespace servesim {
+
+void Replica::enable_grouping(bool on) {
+  grouping_ = on && backend_->prices_decode_groups();
+}
+
+bool Replica::decodes_in_step(const Sequence* seq) const {
+  const Request& r = req(seq);
+  return !r.held && r.num_output > 0 && r.num_uncomputed() == 1 && r.last_token == group_end_;
+}
+
+size_t Replica::bucket_of(const Sequence* seq) const {
+  const int64_t bs = kv_.block_size();
+  return static_cast<size_t>(((seq->num_computed - group_steps_) % bs + bs) % bs);
+}
+
+void Replica::join_group(Sequence* seq) {
+  const Request& r = req(seq);
+  buckets_[bucket_of(seq)].push_back({tickets_++, seq});
+  group_context_ += r.num_computed;
+  group_min_left_ = std::min(group_min_left_, r.output_tokens - r.num_output);
+  ++group_size_;
+}
+
+void Replica::leave_group(const Sequence* seq) {
+  std::vector<Member>& bucket = buckets_[bucket_of(seq)];
+  const auto it = std::find_if(bucket.begin(), bucket.end(), [seq](const Member& m) { return m.seq == seq; });
+  assert(it != bucket.end());
+  bucket.erase(it);
+  group_context_ -= seq->num_computed;
+  --group_size_;  // group_min_left_ stays a lower bound
+}
+
+void Replica::forget_group() {
+  for (auto& bucket : buckets_) bucket.clear();
+  group_size_ = 0;
+  group_context_ = 0;
+  group_min_left_ = std::numeric_limits<int32_t>::max();
+}
+
+void Replica::touched_members(size_t opens) {
+  const std::vector<Member>& opening = buckets_[opens];
+  touched_.assign(opening.begin(), opening.end());
+  const int32_t bs = kv_.block_size();
+  if (kv_.prefix_caching() && bs > 1) {
+    const std::vector<Member>& filling = buckets_[opens == 0 ? static_cast<size_t>(bs) - 1 : opens - 1];
+    const size_t mid = touched_.size();
+    touched_.insert(touched_.end(), filling.begin(), filling.end());
+    std::inplace_merge(touched_.begin(), touched_.begin() + static_cast<std::ptrdiff_t>(mid), touched_.end(),
+                       [](const Member& a, const Member& b) { return a.ticket < b.ticket; });
+  }
+}
+
+int32_t Replica::schedule_decode_group(Batch& batch, int64_t max) {
+  assert(batch.empty());
+  if (!grouping_) return 0;
+  // Who belongs: what is left of the group that ran last, and the requests behind it that decode
+  // and emitted their last token with it (those that were just prefilled, when it ran too).
+  if (group_size_ == 0) {
+    if (running_.empty()) return 0;
+    forget_group();
+    buckets_.resize(static_cast<size_t>(kv_.block_size()));
+    group_end_ = req(running_.front()).last_token;
+  }
+  while (group_size_ < running_.size() && decodes_in_step(running_[group_size_])) {
+    join_group(running_[group_size_]);
+  }
+  if (group_size_ == 0 || static_cast<int64_t>(group_size_) > max) return 0;
+
+  // As the policy would one by one: each member allocates room for its next token. That takes a
+  // block when the token opens one; with prefix caching it also registers the block the token
+  // fills. For every other member the allocation changes nothing.
+  const int64_t bs = kv_.block_size();
+  int64_t need = 0;
+  for (const Member& m : buckets_[opens_at_]) {
+    if (m.seq->num_computed + 1 > static_cast<int64_t>(m.seq->block_table.size()) * bs) ++need;
+  }
+  if (need > kv_.num_free()) return 0;  // some member would preempt: the policy goes one by one
+  touched_members(opens_at_);
+  for (const Member& m : touched_) {
+    [[maybe_unused]] const bool ok = kv_.allocate(*m.seq, int64_t{m.seq->num_computed} + 1);
+    assert(ok);
+  }
+  batch.group = static_cast<int32_t>(group_size_);
+  batch.group_context = group_context_;
+  group_offered_ = true;
+  return batch.group;
+}
+
+int32_t Replica::step_group(Time now, int32_t k) {
+  int32_t done = 0;
+  int32_t min_left = std::numeric_limits<int32_t>::max();
+  const auto n = static_cast<size_t>(batch_.group);
+  for (size_t x = 0; x < n; ++x) {
+    Request& r = req(running_[x]);
+    assert(r.last_token == group_end_ && r.num_uncomputed() == 1);
+    r.num_computed += k;
+    r.num_output += k;
+    assert(r.num_output <= r.output_tokens);
+    r.last_token = now;
+    min_left = std::min(min_left, r.output_tokens - r.num_output);
+  }
+  group_steps_ += k;
+  group_context_ += int64_t{k} * batch_.group;
+  const int32_t bs = kv_.block_size();
+  opens_at_ = static_cast<size_t>(((static_cast<int64_t>(opens_at_) - k) % bs + bs) % bs);
+  group_end_ = now;
+  if (min_left == 0) {  // somebody finished
+    min_left = std::numeric_limits<int32_t>::max();
+    for (size_t x = 0; x < n; ++x) {
+      Request& r = req(running_[x]);
+      if (!r.generation_done()) {
+        min_left = std::min(min_left, r.output_tokens - r.num_output);
+        continue;
+      }
+      ++done;
+      leave_group(&r);
+      finish_generation(r);
+    }
+  }
+  group_min_left_ = min_left;
+  return done;
+}
+
+bool Replica::batch_leapable() {
+  // The decode group of every running request, formed without a preemption, none of it finishing
+  // in this very iteration (which leaves no run to leap over).
+  if (preempted_ > 0 || !batch_.items.empty() || static_cast<size_t>(batch_.group) != running_.size() ||
+      group_min_left_ <= 1) {
+    return false;
+  }
+  if (!policy_->decode_batch_repeats(*this)) return false;
+  ignores_arrivals_ = policy_->decode_batch_ignores_arrivals(*this);
+  return true;
+}
+
+Time Replica::leap(Time horizon) {
+  assert(busy_ && leapable_);
+  leapable_ = false;
+  Time t = first_end_;  // the start of the next iteration
+  if (t >= horizon || !backend_->begin_decode_run(batch_)) return t;
+  // Iteration j (the first is 0) emits every member's token num_output + j + 1; none may finish
+  // before the last iteration of the leap.
+  const int64_t steps = group_min_left_;
+  // The iterations' durations, priced ahead in chunks: no more than the leap may need (at most
+  // `steps`, and as many as fit before the horizon if none were shorter than the last).
+  size_t next = 0;
+  priced_.clear();
+  const auto duration = [&](int64_t j) {
+    if (next == priced_.size()) {
+      const Time last = priced_.empty() ? record_.duration : priced_.back();
+      const int64_t fit = horizon == kNever ? steps : (horizon - t) / std::max<Time>(last, 1) + 1;
+      priced_.resize(static_cast<size_t>(std::clamp<int64_t>(std::min(steps - j, fit), 1, 1024)));
+      backend_->next_decode_steps(priced_);
+      next = 0;
+    }
+    return priced_[next++];
+  };
+  if (duration(0) != record_.duration) {
+    assert(false && "a backend's decode run disagrees with run()");
+    return t;
+  }
+  const int32_t bs = kv_.block_size();
+  // As the policy would at the start of iteration j, every member allocates room for its token
+  // c + j + 1 (c: its context in iteration 0). That takes a block when token c + j starts one, for
+  // the members whose bucket is j below opens_at_; with prefix caching it also registers the block
+  // that token c + j + 1 fills, for those one bucket further. For every other member the
+  // allocation changes nothing.
+  size_t opens = opens_at_;
+  for (int64_t j = 1; j < steps && t < horizon; ++j) {
+    opens = opens == 0 ? static_cast<size_t>(bs) - 1 : opens - 1;
+    const std::vector<Member>& opening = buckets_[opens];
+    if (!opening.empty()) {
+      int64_t need = 0;
+      for (const Member& m : opening) {
+        if (m.seq->num_computed + j + 1 > static_cast<int64_t>(m.seq->block_table.size()) * bs) ++need;
+      }
+      if (need > kv_.num_free()) break;  // the policy would preempt here: run it one by one
+    }
+    const Time d = duration(j);
+    const Time end = add_time(t, d);
+    if (end == kNever) break;  // run one by one, which reports the horizon
+    if (opening.empty() && !kv_.prefix_caching()) {
+      leap_durations_.push_back(d);
+      leap_kv_used_.push_back(kv_.num_used());
+      t = end;
+      continue;
+    }
+    touched_members(opens);
+    for (const Member& m : touched_) {
+      [[maybe_unused]] const bool ok = kv_.allocate(*m.seq, m.seq->num_computed + j + 1);
+      assert(ok);
+    }
+    leap_durations_.push_back(d);
+    leap_kv_used_.push_back(kv_.num_used());
+    t = end;
+  }
+  leapt_ += static_cast<int64_t>(leap_durations_.size());
+  return t;
+}
+
+void Replica::finish_leap(Time now) {
+  // The first iteration, then the rest; the group emitted one token in each, and requests finish
+  // only in the last.
+  record_.emitted = record_.num_seqs;
+  record_.grouped = batch_.group;
+  record_.group_gap = first_end_ - group_end_;
+  for (Recorder* rec : recorders_) rec->on_iteration(record_, batch_.items);
+  // Requests that arrived during the leap wait from the first iteration starting at or after
+  // their arrival (arrivals at an instant are queued before the iteration starting then is formed).
+  leap_waiting_.clear();
+  Time start = first_end_;
+  size_t arrived = 0;
+  for (const Time d : leap_durations_) {
+    while (arrived < leap_arrivals_.size() && leap_arrivals_[arrived] <= start) ++arrived;
+    leap_waiting_.push_back(record_.waiting + static_cast<int32_t>(arrived));
+    start += d;
+  }
+  arrivals_leapt_past_ += static_cast<int64_t>(leap_arrivals_.size());
+  leap_arrivals_.clear();
+  const DecodeSteps steps{id_, step_ + 1, first_end_, leap_durations_, leap_kv_used_, leap_waiting_,
+                          record_.kv_blocks_total, record_.num_seqs, record_.predicted >= 0};
+  for (Recorder* rec : recorders_) rec->on_decode_steps(steps);
+
+  now_ = now;
+  const auto k = static_cast<int32_t>(leap_durations_.size());
+  const int32_t done = step_group(now, k + 1);
+  if (done > 0) {
+    std::erase_if(running_, [](const Sequence* s) { return s->status == RequestStatus::kDone; });
+  }
+  step_ += k + 1;
+  leap_durations_.clear();
+  busy_ = false;
+}
+
+}  // namespace servesim
