@@ -1,6 +1,8 @@
 #include "workloads/generate.h"
 
 #include <cmath>
+#include <string>
+#include <string_view>
 #include <limits>
 #include <utility>
 
@@ -53,6 +55,18 @@ Result<std::optional<T>> optional_table(const TableFields& g, std::string_view k
   auto options = read(*table.value(), g.path(), g.key_name(key));
   if (!options) return options.error();
   return std::optional<T>(std::move(options).value());
+}
+
+// A table that must be there: read(table, path, name), or an error naming it with `example`.
+template <typename Read>
+auto required_table(const TableFields& g, std::string_view key, Read read, std::string_view example)
+    -> decltype(read(std::declval<const toml::table&>(), g.path(), g.key_name(key))) {
+  auto table = g.subtable(key);
+  if (!table) return table.error();
+  if (!table.value()) {
+    return g.error("missing required table [" + g.key_name(key) + "] (" + std::string(example) + ")");
+  }
+  return read(*table.value(), g.path(), g.key_name(key));
 }
 
 bool sessions_present(const TableFields& g) { return g.has("sessions"); }
@@ -138,13 +152,8 @@ Result<GenerationPlan> plan_generation(const toml::table& table, const std::stri
   auto max_tokens = g.integer("max_tokens", 1, kMaxTokens);
   if (!max_tokens) return max_tokens.error();
 
-  auto arrival_table = g.subtable("arrival");
-  if (!arrival_table) return arrival_table.error();
-  if (!arrival_table.value()) {
-    return g.error("missing required table [generate.arrival] (with process = \"poisson\", "
-                   "\"gamma\", \"constant\" or \"all-at-once\")");
-  }
-  auto own_process = make_arrival_process(*arrival_table.value(), path, "generate.arrival");
+  auto own_process = required_table(g, "arrival", make_arrival_process,
+                                    "with process = \"poisson\", \"gamma\", \"constant\" or \"all-at-once\"");
   if (!own_process) return own_process.error();
   auto process = controlled_arrivals(own_process.value(), load, g);
   if (!process) return process.error();
@@ -160,13 +169,8 @@ Result<GenerationPlan> plan_generation(const toml::table& table, const std::stri
 
   auto prompt = optional_table<LengthDistribution>(g, "prompt_tokens", make_distribution);
   if (!prompt) return prompt.error();  // absent: every prompt is 1 token
-  auto output_table = g.subtable("output_tokens");
-  if (!output_table) return output_table.error();
-  if (!output_table.value()) {
-    return g.error("missing required table [generate.output_tokens] (for example dist = "
-                   "\"fixed\", value = 128)");
-  }
-  auto output = make_distribution(*output_table.value(), path, "generate.output_tokens");
+  auto output = required_table(g, "output_tokens", make_distribution,
+                               "for example dist = \"fixed\", value = 128");
   if (!output) return output.error();
   auto prefixes = optional_table<PrefixOptions>(g, "prefixes", read_prefix_options);
   if (!prefixes) return prefixes.error();
