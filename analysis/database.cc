@@ -30,8 +30,8 @@ struct TableSchema {
   bool without_rowid = false;  // stored in its key's order (rows arrive in that order)
 };
 
-const std::array<TableSchema, 7>& schema() {
-  static const std::array<TableSchema, 7> tables = {{
+const std::array<TableSchema, 8>& schema() {
+  static const std::array<TableSchema, 8> tables = {{
       {"runs",
        {{"id", "INTEGER PRIMARY KEY", 1}, {"name", "TEXT", 1}, {"started_at", "TEXT", 1},
         {"finished_at", "TEXT", 1}, {"status", "TEXT", 1}, {"policy", "TEXT", 1},
@@ -77,6 +77,9 @@ const std::array<TableSchema, 7>& schema() {
         {"kv_blocks_max", "INTEGER", 4}, {"kv_blocks_total", "INTEGER", 4},
         {"preemptions", "INTEGER", 4}},
        "run_id, replica, bucket", 4, false, true},
+      {"distributions",
+       {{"run_id", "INTEGER", 5}, {"metric", "TEXT", 5}, {"quantile", "REAL", 5}, {"value", "REAL", 5}},
+       "run_id, metric, quantile", 5, false, true},
   }};
   return tables;
 }

@@ -38,7 +38,10 @@ namespace servesim {
 // latter with one more column per swept key). Older databases are upgraded the same way.
 // 4: the timeline table: per replica and time bucket (log_resolution seconds), the iterations that
 // started in it, summed (iterations, busy seconds, tokens) or their extremes (running, waiting, KV).
-inline constexpr int kSchemaVersion = 4;
+// 5: the distributions table: distributions(run_id, metric, quantile, value), PRIMARY KEY (run_id,
+// metric, quantile): each latency's value (seconds) at the quantiles of quantile_grid()
+// (analysis/metrics.h), written with the metrics, so that CDFs can be drawn at every log level.
+inline constexpr int kSchemaVersion = 5;
 
 // This machine's host name (gethostname), for runs.host.
 std::string this_host();

@@ -21,6 +21,8 @@ constexpr const char* kInsertTimeline =
     "preemptions) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 constexpr const char* kInsertMetric =
     "INSERT OR REPLACE INTO metrics(run_id, name, value) VALUES (?, ?, ?)";
+constexpr const char* kInsertQuantile =
+    "INSERT OR REPLACE INTO distributions(run_id, metric, quantile, value) VALUES (?, ?, ?, ?)";
 constexpr const char* kEndRun =
     "UPDATE runs SET status = ?, finished_at = ?, wall_seconds = ?, error = ?, overloaded = ?, "
     "gpus = ? WHERE id = ?";
@@ -341,7 +343,8 @@ void DbRecorder::on_run_end(RunOutcome outcome, const std::string& error) {
     if (sqlite3_prepare_v2(db_.handle(), kInsertMetric, -1, &s, nullptr) != SQLITE_OK) {
       fail("metrics");
     }
-    final_metrics_ = metrics_.compute();
+    std::vector<QuantilePoint> quantiles;
+    final_metrics_ = metrics_.compute(&quantiles);
     for (const Metric& m : final_metrics_) {
       if (!write_error_.empty()) break;
       sqlite3_bind_int64(s, 1, run_id_);
@@ -349,6 +352,24 @@ void DbRecorder::on_run_end(RunOutcome outcome, const std::string& error) {
       sqlite3_bind_double(s, 3, m.value);
       if (sqlite3_step(s) != SQLITE_DONE) {
         fail("metrics");
+        break;
+      }
+      sqlite3_reset(s);
+    }
+    sqlite3_finalize(s);
+    s = nullptr;
+    if (write_error_.empty() &&
+        sqlite3_prepare_v2(db_.handle(), kInsertQuantile, -1, &s, nullptr) != SQLITE_OK) {
+      fail("distributions");
+    }
+    for (const QuantilePoint& q : quantiles) {
+      if (!write_error_.empty()) break;
+      sqlite3_bind_int64(s, 1, run_id_);
+      bind_text(s, 2, q.metric);
+      sqlite3_bind_double(s, 3, q.quantile);
+      sqlite3_bind_double(s, 4, q.value);
+      if (sqlite3_step(s) != SQLITE_DONE) {
+        fail("distributions");
         break;
       }
       sqlite3_reset(s);

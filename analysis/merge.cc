@@ -67,7 +67,7 @@ Status merge_one(Database& db, int64_t& runs, int64_t& sweeps) {
       "INSERT INTO main.runs(id" + names + ") SELECT m.new" + values +
       " FROM src.runs r JOIN temp.run_map m ON m.old = r.id ORDER BY m.new;";
   if (Status s = db.exec(sql.c_str()); !s.ok()) return s;
-  for (const char* table : {"requests", "iterations", "metrics", "batch_items"}) {
+  for (const char* table : {"requests", "iterations", "timeline", "metrics", "distributions", "batch_items"}) {
     if (Status s = copy_run_rows(db, table); !s.ok()) return s;
   }
   runs = sqlite3_changes(db.handle());

@@ -3,7 +3,11 @@
 #include <algorithm>
 #include <array>
 #include <cassert>
+#include <charconv>
 #include <cmath>
+#include <iterator>
+
+#include "analysis/radix_sort.h"
 
 namespace servesim {
 namespace {
@@ -30,25 +34,36 @@ VirtualIndex virtual_index(int64_t n, double p) {
 }
 
 // clang-format off
-constexpr auto kNames = std::to_array<std::string_view>({
-    "completed", "rejected", "rejected_context_length", "rejected_kv_capacity",
-    "rejected_batch_tokens", "rejected_parent", "capped", "total_input_tokens",
-    "total_output_tokens", "duration",
-    "request_throughput", "output_throughput", "total_token_throughput",
-    "request_goodput", "slo_attainment",
-    "ttft_mean", "ttft_p50", "ttft_p90", "ttft_p99",
-    "tpot_mean", "tpot_p50", "tpot_p90", "tpot_p99",
-    "itl_mean", "itl_p50", "itl_p90", "itl_p99",
-    "e2el_mean", "e2el_p50", "e2el_p90", "e2el_p99",
-    "queue_mean", "queue_p50", "queue_p90", "queue_p99",
-    "slot_utilization", "kv_utilization_mean", "preemptions", "iterations",
-    "prefix_hit_rate", "prefix_request_hit_rate",
-    "overloaded", "backlog_growth", "backlog_growth_share", "gpus", "kv_blocks_per_replica", "kv_tokens_per_replica",
-    "kv_gib_per_replica", "cost_per_hour", "cost_per_million_output_tokens"});
-// clang-format on
+constexpr auto kLatencies = std::to_array<std::string_view>({"ttft", "tpot", "itl", "e2el", "queue"});
 
-constexpr std::array<double, 3> kPercentiles = {50, 90, 99};
-constexpr std::array<std::string_view, 3> kPercentileSuffixes = {"_p50", "_p90", "_p99"};
+// Every standard name: the counts and rates, each latency's mean, std and standard percentiles,
+// then the rest.
+const std::vector<std::string_view>& names() {
+  static const std::vector<std::string> storage = [] {
+    std::vector<std::string> v = {
+        "completed", "rejected", "rejected_context_length", "rejected_kv_capacity",
+        "rejected_batch_tokens", "rejected_parent", "capped", "total_input_tokens",
+        "total_output_tokens", "duration",
+        "request_throughput", "output_throughput", "total_token_throughput",
+        "request_goodput", "slo_attainment"};
+    for (std::string_view m : kLatencies) {
+      v.push_back(std::string(m) + "_mean");
+      v.push_back(std::string(m) + "_std");
+      for (double p : kStandardPercentiles) v.push_back(std::string(m) + percentile_suffix(p));
+    }
+    for (const char* n : {"slot_utilization", "kv_utilization_mean", "preemptions", "iterations",
+                          "prefix_hit_rate", "prefix_request_hit_rate", "overloaded",
+                          "backlog_growth", "backlog_growth_share", "gpus", "kv_blocks_per_replica",
+                          "kv_tokens_per_replica", "kv_gib_per_replica", "cost_per_hour",
+                          "cost_per_million_output_tokens"}) {
+      v.emplace_back(n);
+    }
+    return v;
+  }();
+  static const std::vector<std::string_view> views(storage.begin(), storage.end());
+  return views;
+}
+// clang-format on
 
 // Sums of non-negative values that do not depend on the order they come in (replicas report at
 // their own pace, and a leap reports its iterations together): exact integer sums of nanoseconds,
@@ -62,24 +77,63 @@ double exact_mean(std::span<const double> values) {
   return std::ldexp(static_cast<double>(sum), -64) / static_cast<double>(values.size());
 }
 
-// Appends name_mean and name_p50/p90/p99 of values (any order), unless values is empty. The
-// percentiles are those of the sorted values (numpy's linear method), found by selection rather
-// than a full sort: each needs the values at two adjacent ranks, and the percentiles ascend, so
-// each selection works on what lies above the previous one.
-void add_distribution(std::vector<Metric>& out, std::string_view name, std::vector<double> values) {
-  if (values.empty()) return;
-  out.push_back({std::string(name) + "_mean", exact_mean(values)});
-  const auto n = static_cast<int64_t>(values.size());
-  auto from = values.begin();
-  for (size_t i = 0; i < kPercentiles.size(); ++i) {
-    const VirtualIndex v = virtual_index(n, kPercentiles[i]);
-    const auto lo = values.begin() + v.lo;
-    std::nth_element(from, lo, values.end());
-    const double a = *lo;
-    const double b = v.hi == v.lo ? a : *std::min_element(lo + 1, values.end());
-    out.push_back({std::string(name) + std::string(kPercentileSuffixes[i]), lerp(a, b, v.gamma)});
-    from = lo;
+// The value at ascending ranks of a sorted sample held as runs (value, count): walks forward,
+// and from the start again when asked for a lower rank.
+template <typename Run, typename Value, typename Count>
+class RunCursor {
+ public:
+  RunCursor(std::span<const Run> runs, Value value, Count count) : runs_(runs), value_(value), count_(count) {}
+  double operator()(int64_t rank) {
+    if (rank < begin_) i_ = 0, begin_ = 0;
+    while (begin_ + count_(runs_[i_]) <= rank) begin_ += count_(runs_[i_++]);
+    return value_(runs_[i_]);
   }
+
+ private:
+  std::span<const Run> runs_;
+  Value value_;
+  Count count_;
+  size_t i_ = 0;
+  int64_t begin_ = 0;  // the rank of runs_[i_]'s first value
+};
+
+// numpy's percentile (linear) of a sorted sample of n values, the value at rank r being at(r).
+template <typename At>
+double percentile_of(int64_t n, double p, At& at) {
+  const VirtualIndex v = virtual_index(n, p);
+  const double a = at(v.lo);
+  return lerp(a, v.hi == v.lo ? a : at(v.hi), v.gamma);
+}
+
+// Appends name_mean, name_std (numpy's, ddof 0) and each name_pX of a sorted sample of n values
+// (at(r): the value at rank r; sum_sq_dev(mean): the sum of squared deviations), and the
+// quantile grid's points when asked.
+template <typename At, typename SumSqDev>
+void add_sorted_distribution(std::vector<Metric>& out, std::vector<QuantilePoint>* quantiles,
+                             std::string_view name, int64_t n, double mean, At at, SumSqDev sum_sq_dev,
+                             std::span<const double> percentiles) {
+  const std::string base(name);
+  out.push_back({base + "_mean", mean});
+  out.push_back({base + "_std", std::sqrt(sum_sq_dev(mean) / static_cast<double>(n))});
+  for (double p : percentiles) out.push_back({base + percentile_suffix(p), percentile_of(n, p, at)});
+  if (quantiles == nullptr) return;
+  for (double q : quantile_grid()) quantiles->push_back({base, q, percentile_of(n, 100 * q, at)});
+}
+
+// add_sorted_distribution of values (any order), unless values is empty.
+void add_distribution(std::vector<Metric>& out, std::vector<QuantilePoint>* quantiles,
+                      std::string_view name, std::vector<double> values, std::span<const double> percentiles) {
+  if (values.empty()) return;
+  std::vector<double> scratch;
+  radix_sort(values.data(), values.size(), scratch, double_order_key);
+  auto at = [&](int64_t r) { return values[static_cast<size_t>(r)]; };
+  auto sum_sq_dev = [&](double mean) {
+    double s = 0;
+    for (double v : values) s += (v - mean) * (v - mean);
+    return s;
+  };
+  add_sorted_distribution(out, quantiles, name, static_cast<int64_t>(values.size()), exact_mean(values), at,
+                          sum_sq_dev, percentiles);
 }
 
 }  // namespace
@@ -92,31 +146,43 @@ double percentile(std::span<const double> sorted, double p) {
 
 namespace {
 
-// weighted_percentile over any runs: value(r) and count(r) of each.
-template <typename Run, typename Value, typename Count>
-double weighted_percentile_of(std::span<const Run> runs, double p, Value value, Count count) {
-  assert(!runs.empty() && p >= 0 && p <= 100);
-  int64_t n = 0;
-  for (const Run& r : runs) n += count(r);
-  const VirtualIndex v = virtual_index(n, p);
-  // Walk cumulative counts to the run holding position lo of the expanded sample; position hi
-  // (lo or lo + 1) is in the same run or starts the next one.
-  size_t i = 0;
-  int64_t end = count(runs[0]);  // one past the last position covered by runs[0..i]
-  while (end <= v.lo) end += count(runs[++i]);
-  const double a = value(runs[i]);
-  const double b = v.hi < end ? a : value(runs[i + 1]);
-  return lerp(a, b, v.gamma);
-}
-
 }  // namespace
 
 double weighted_percentile(std::span<const WeightedValue> runs, double p) {
-  return weighted_percentile_of(
-      runs, p, [](const WeightedValue& r) { return r.value; }, [](const WeightedValue& r) { return r.count; });
+  assert(!runs.empty() && p >= 0 && p <= 100);
+  int64_t n = 0;
+  for (const WeightedValue& r : runs) n += r.count;
+  RunCursor at(runs, [](const WeightedValue& r) { return r.value; }, [](const WeightedValue& r) { return r.count; });
+  return percentile_of(n, p, at);
 }
 
-std::span<const std::string_view> metric_names() { return kNames; }
+std::span<const std::string_view> metric_names() { return names(); }
+
+std::span<const std::string_view> latency_metrics() { return kLatencies; }
+
+std::string percentile_suffix(double p) {
+  // vLLM's p_word: str(int(p)) when p is whole, else str(p) (the shortest repr).
+  char buf[64];
+  const double whole = std::floor(p);
+  const auto end = whole == p && std::abs(p) < 1e15
+                       ? std::to_chars(buf, buf + sizeof buf, static_cast<int64_t>(whole)).ptr
+                       : std::to_chars(buf, buf + sizeof buf, p).ptr;
+  return "_p" + std::string(buf, end);
+}
+
+std::span<const double> quantile_grid() {
+  static const std::vector<double> grid = [] {
+    std::vector<double> g;
+    for (int i = 0; i <= 100; ++i) g.push_back(i / 100.0);
+    g.pop_back();  // 1 goes after the tail
+    for (int i = 1; i <= 9; ++i) g.push_back(0.99 + i / 1000.0);
+    g.push_back(0.9995);
+    g.push_back(0.9999);
+    g.push_back(1.0);
+    return g;
+  }();
+  return grid;
+}
 
 std::optional<double> find_metric(std::span<const Metric> metrics, std::string_view name) {
   for (const Metric& m : metrics) {
@@ -261,7 +327,7 @@ BacklogTrend backlog_trend(std::span<const std::pair<double, double>> intervals)
   return t;
 }
 
-std::vector<Metric> MetricsAccumulator::compute() const {
+std::vector<Metric> MetricsAccumulator::compute(std::vector<QuantilePoint>* quantiles) const {
   std::vector<Metric> out;
   out.reserve(metric_names().size());
   auto count = [&](const char* name, int64_t n) { out.push_back({name, static_cast<double>(n)}); };
@@ -289,8 +355,13 @@ std::vector<Metric> MetricsAccumulator::compute() const {
     // Rejected requests count as misses: they were sent and never served.
     out.push_back({"slo_attainment", static_cast<double>(good_) / static_cast<double>(completed_ + rejected_)});
   }
-  add_distribution(out, "ttft", ttft_);
-  add_distribution(out, "tpot", tpot_);
+  // The run's percentiles: the standard ones and any asked for, ascending, each once.
+  std::vector<double> percentiles(std::begin(kStandardPercentiles), std::end(kStandardPercentiles));
+  percentiles.insert(percentiles.end(), options_.percentiles.begin(), options_.percentiles.end());
+  std::sort(percentiles.begin(), percentiles.end());
+  percentiles.erase(std::unique(percentiles.begin(), percentiles.end()), percentiles.end());
+  add_distribution(out, quantiles, "ttft", ttft_, percentiles);
+  add_distribution(out, quantiles, "tpot", tpot_, percentiles);
 
   // The ITL runs, merged in place (one run per distinct gap, in order): no copy of what may be
   // millions of runs.
@@ -302,16 +373,19 @@ std::vector<Metric> MetricsAccumulator::compute() const {
     gap_count += n;
   }
   if (gap_count > 0) {
-    out.push_back({"itl_mean", static_cast<double>(gap_sum) / 1e9 / static_cast<double>(gap_count)});
-    for (size_t i = 0; i < kPercentiles.size(); ++i) {
-      out.push_back({"itl" + std::string(kPercentileSuffixes[i]),
-                     weighted_percentile_of(gaps, kPercentiles[i],
-                                            [](const TokenGaps::Run& r) { return to_seconds(r.first); },
-                                            [](const TokenGaps::Run& r) { return r.second; })});
-    }
+    RunCursor at(gaps, [](const TokenGaps::Run& r) { return to_seconds(r.first); },
+                 [](const TokenGaps::Run& r) { return r.second; });
+    auto sum_sq_dev = [&](double mean) {
+      double s = 0;
+      for (const auto& [gap, n] : gaps) s += static_cast<double>(n) * (to_seconds(gap) - mean) * (to_seconds(gap) - mean);
+      return s;
+    };
+    add_sorted_distribution(out, quantiles, "itl", gap_count,
+                            static_cast<double>(gap_sum) / 1e9 / static_cast<double>(gap_count), at,
+                            sum_sq_dev, percentiles);
   }
-  add_distribution(out, "e2el", e2el_);
-  add_distribution(out, "queue", queue_);
+  add_distribution(out, quantiles, "e2el", e2el_, percentiles);
+  add_distribution(out, quantiles, "queue", queue_, percentiles);
 
   const double slots = static_cast<double>(options_.max_num_seqs) * options_.replicas * duration;
   if (slots > 0) out.push_back({"slot_utilization", static_cast<double>(emitting_ns_) / 1e9 / slots});

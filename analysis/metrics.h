@@ -41,7 +41,30 @@ struct MetricsOptions {
   int32_t block_size = 16;
   double kv_bytes_per_token = 0;  // per replica (all its GPUs); 0: unknown
   int64_t expected_requests = 0;  // the workload's size when known, to size the samples once
+  // Percentiles to compute beyond kStandardPercentiles (vLLM's --metric-percentiles), in (0, 100].
+  std::vector<double> percentiles{};
 };
+
+// The percentiles every run stores for each latency (name_p25 ... name_p99), beside name_mean and
+// name_std; MetricsOptions::percentiles adds more.
+inline constexpr double kStandardPercentiles[] = {25, 50, 75, 90, 95, 99};
+
+// A percentile's metric suffix as vLLM names its keys: "_p99", "_p99.9" (the shortest decimal).
+std::string percentile_suffix(double p);
+
+// The latencies whose distributions a run stores: ttft, tpot, itl, e2el, queue.
+std::span<const std::string_view> latency_metrics();
+
+// One point of a latency's distribution: the value (seconds) at quantile q in [0, 1], as numpy's
+// percentile(values, 100 q) (linear). A run stores kQuantileGrid's points for each latency, enough
+// to draw its CDF without the per-request rows.
+struct QuantilePoint {
+  std::string metric;  // ttft | tpot | itl | e2el | queue
+  double quantile;
+  double value;
+};
+// 0, 0.01, ..., 1 and the tail 0.991 ... 0.999, 0.9995, 0.9999, ascending.
+std::span<const double> quantile_grid();
 
 // The overload test: is the deployment falling behind its arrivals? The number of requests
 // outstanding (due to be sent and not yet finished) is followed over the span of due times, cut
@@ -107,10 +130,11 @@ class MetricsAccumulator : public Recorder {
   // sent adds its outstanding interval to the overload test.
   void on_request(const Request& r) override;
 
-  // Every metric over what was recorded so far, in metric_names() order. Metrics with no data (tpot
-  // when no request has more than one token, kv_utilization_mean when KV memory is unlimited, rates
-  // when no request completed) are omitted; counts are always present.
-  std::vector<Metric> compute() const;
+  // Every metric over what was recorded so far, in metric_names() order (extra percentiles after
+  // their latency's standard ones). Metrics with no data (tpot when no request has more than one
+  // token, kv_utilization_mean when KV memory is unlimited, rates when no request completed) are
+  // omitted; counts are always present. With `quantiles`, also each latency's quantile_grid().
+  std::vector<Metric> compute(std::vector<QuantilePoint>* quantiles = nullptr) const;
 
  private:
   bool has_slos() const { return options_.slo_ttft > 0 || options_.slo_tpot > 0 || options_.slo_e2el > 0; }

@@ -5,11 +5,14 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <sstream>
 #include <nlohmann/json.hpp>
 #include <toml++/toml.h>
 
 #include "analysis/database.h"
 #include "analysis/run_status.h"
+#include "analysis/vllm_result.h"
+#include "sim/config.h"
 #include "sim/presets.h"
 #include "sim/toml_fields.h"
 
@@ -82,13 +85,9 @@ std::string id_ranges(const std::vector<int64_t>& ids) {
   return out;
 }
 
-// One stored run: its runs row (column name and JSON value, in table order) and its metrics.
-struct StoredRun {
-  nlohmann::ordered_json row = nlohmann::ordered_json::object();
-  std::vector<Metric> metrics;
-};
+}  // namespace
 
-Result<StoredRun> read_run(Database& db, std::optional<int64_t> run_id) {
+Result<StoredRun> read_stored_run(Database& db, std::optional<int64_t> run_id) {
   sqlite3* h = db.handle();
   std::vector<int64_t> ids;
   sqlite3_stmt* s = nullptr;
@@ -133,15 +132,29 @@ Result<StoredRun> read_run(Database& db, std::optional<int64_t> run_id) {
         {reinterpret_cast<const char*>(sqlite3_column_text(s, 0)), sqlite3_column_double(s, 1)});
   }
   sqlite3_finalize(s);
-  // Known metrics in compute()'s order, then any others by name (the query sorted them).
-  auto rank = [](const Metric& m) {
+  // Known metrics in compute()'s order, extra percentiles after their latency's last standard one
+  // (by value), then any others by name (the query sorted them).
+  auto rank = [](const Metric& m) -> double {
     const auto names = metric_names();
-    return std::find(names.begin(), names.end(), m.name) - names.begin();
+    const auto known = std::find(names.begin(), names.end(), m.name);
+    if (known != names.end()) return static_cast<double>(known - names.begin());
+    for (std::string_view latency : latency_metrics()) {
+      const std::string prefix = std::string(latency) + "_p";
+      double p = 0;
+      if (m.name.starts_with(prefix) &&
+          std::from_chars(m.name.data() + prefix.size(), m.name.data() + m.name.size(), p).ec == std::errc{}) {
+        const std::string last = std::string(latency) + "_p99";
+        return static_cast<double>(std::find(names.begin(), names.end(), last) - names.begin()) + 0.5 + p / 1000;
+      }
+    }
+    return static_cast<double>(names.size());
   };
   std::stable_sort(run.metrics.begin(), run.metrics.end(),
                    [&](const Metric& a, const Metric& b) { return rank(a) < rank(b); });
   return run;
 }
+
+namespace {
 
 std::string text_of(const nlohmann::ordered_json& row, const char* column) {
   const auto it = row.find(column);
@@ -245,16 +258,29 @@ void print_summary(std::ostream& out, const SummaryHeader& header,
     const std::string prefix = section.prefix;
     if (!find(metrics, prefix + "_mean")) continue;
     out << center(section.title, '-') << '\n';
-    const std::pair<const char*, const char*> rows[] = {
-        {"Mean", "_mean"}, {"Median", "_p50"}, {"P90", "_p90"}, {"P99", "_p99"}};
-    for (const auto& [word, suffix] : rows) {
+    const auto row = [&](const std::string& word, const std::string& suffix) {
       if (const double* v = find(metrics, prefix + suffix)) {
-        line(out, std::string(word) + " " + section.label + " (" + latency_unit + "):",
-             fixed2(*v * latency_scale));
+        line(out, word + " " + section.label + " (" + latency_unit + "):", fixed2(*v * latency_scale));
       }
+    };
+    row("Mean", "_mean");
+    row("Median", "_p50");
+    const std::vector<double> shown = header.percentiles.empty() ? std::vector<double>{90, 99} : header.percentiles;
+    for (double p : shown) {
+      const std::string suffix = percentile_suffix(p);  // "_p99.9"
+      row("P" + suffix.substr(2), suffix);
     }
   }
   out << std::string(kTableWidth, '=') << '\n';
+}
+
+std::vector<double> run_percentiles(std::string_view config_toml) {
+  Result<toml::table> parsed = parse_toml(config_toml, "config");
+  if (!parsed.ok()) return {};
+  const std::optional<std::string> list = parsed.value()["metric_percentiles"].value<std::string>();
+  if (!list) return {};
+  Result<std::vector<double>> p = parse_percentile_list(*list);
+  return p.ok() ? p.value() : std::vector<double>{};
 }
 
 std::string policy_release(std::string_view config_toml) {
@@ -266,12 +292,30 @@ std::string policy_release(std::string_view config_toml) {
 }
 
 Status print_report(const std::string& db_path, std::optional<int64_t> run_id, ReportFormat format,
-                    std::ostream& out) {
+                    std::ostream& out, const std::vector<double>& percentiles_given) {
   Result<std::unique_ptr<Database>> db = Database::open_read_only(db_path);
   if (!db.ok()) return db.error();
-  Result<StoredRun> run = read_run(*db.value(), run_id);
+  Result<StoredRun> run = read_stored_run(*db.value(), run_id);
   if (!run.ok()) return run.error();
   StoredRun r = run.value();
+  // The percentiles asked for, else the run's own --metric-percentiles; any the run did not store
+  // are found in its distributions or requests rows.
+  std::vector<double> percentiles = percentiles_given;
+  if (percentiles.empty()) percentiles = run_percentiles(text_of(r.row, "config"));
+  std::vector<std::string> unavailable;
+  for (double p : percentiles) {
+    for (std::string_view latency : latency_metrics()) {
+      const std::string name = std::string(latency) + percentile_suffix(p);
+      if (find(r.metrics, name) != nullptr || find(r.metrics, std::string(latency) + "_mean") == nullptr) continue;
+      Result<std::optional<double>> v = stored_percentile(*db.value(), r, latency, p);
+      if (!v.ok()) return v.error();
+      if (v.value()) {
+        r.metrics.push_back({name, *v.value()});
+      } else {
+        unavailable.push_back(name);
+      }
+    }
+  }
   // A run recorded as running whose process is gone was cut off (SIGKILL, a crash): say so.
   std::string abandoned;
   if (text_of(r.row, "status") == "running") {
@@ -298,7 +342,13 @@ Status print_report(const std::string& db_path, std::optional<int64_t> run_id, R
                                 {"tp", &header.tp}}) {
         if (r.row.contains(key) && r.row[key].is_number_integer()) *field = r.row[key].get<int32_t>();
       }
+      header.percentiles = percentiles;
       print_summary(out, header, r.metrics);
+      if (!unavailable.empty()) {
+        out << "Not stored: ";
+        for (size_t i = 0; i < unavailable.size(); ++i) out << (i ? ", " : "") << unavailable[i];
+        out << " (ITL percentiles are computed during a run: rerun with --metric-percentiles)\n";
+      }
       if (const std::string error = text_of(r.row, "error"); !error.empty()) {
         out << "Error: " << error << '\n';
       }
@@ -311,6 +361,12 @@ Status print_report(const std::string& db_path, std::optional<int64_t> run_id, R
     case ReportFormat::kJson: {
       nlohmann::ordered_json doc;
       doc["run"] = r.row;
+      // The configuration as JSON, not as the TOML text it is stored as.
+      if (Result<toml::table> config = parse_toml(text_of(r.row, "config"), "config"); config.ok()) {
+        std::ostringstream json;
+        json << toml::json_formatter(config.value());
+        doc["run"]["config"] = nlohmann::ordered_json::parse(json.str(), nullptr, false);
+      }
       if (!abandoned.empty()) doc["run"]["abandoned"] = abandoned;
       doc["metrics"] = nlohmann::ordered_json::object();
       for (const Metric& m : r.metrics) doc["metrics"][m.name] = m.value;
@@ -321,6 +377,12 @@ Status print_report(const std::string& db_path, std::optional<int64_t> run_id, R
       out << "name,value\n";
       for (const Metric& m : r.metrics) out << m.name << ',' << shortest(m.value) << '\n';
       break;
+    case ReportFormat::kVllmJson: {
+      Result<nlohmann::ordered_json> doc = vllm_result(*db.value(), r, percentiles);
+      if (!doc.ok()) return doc.error();
+      out << doc.value().dump() << '\n';  // one line, as vLLM's json.dump
+      break;
+    }
   }
   return Ok{};
 }
@@ -329,7 +391,8 @@ Result<ReportFormat> parse_report_format(std::string_view s) {
   if (s == "text") return ReportFormat::kText;
   if (s == "json") return ReportFormat::kJson;
   if (s == "csv") return ReportFormat::kCsv;
-  return Error{"unknown report format '" + std::string(s) + "'; expected text, json or csv"};
+  if (s == "vllm-json") return ReportFormat::kVllmJson;
+  return Error{"unknown report format '" + std::string(s) + "'; expected text, json, csv or vllm-json"};
 }
 
 }  // namespace servesim

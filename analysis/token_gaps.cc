@@ -1,10 +1,11 @@
 #include "analysis/token_gaps.h"
 
 #include <algorithm>
-#include <array>
 #include <cstdint>
 #include <utility>
 #include <vector>
+
+#include "analysis/radix_sort.h"
 
 namespace servesim {
 
@@ -12,31 +13,10 @@ namespace {
 
 using GapRun = TokenGaps::Run;
 
-// Sorts runs by gap (>= 0): least significant digit first, 11 bits at a time, only as many passes
-// as the largest gap needs (three below 8.6 s).
-void radix_sort(GapRun* runs, size_t n, std::vector<GapRun>& scratch) {
-  if (n < 512) {
-    std::sort(runs, runs + n);
-    return;
-  }
-  uint64_t bits = 0;
-  for (size_t i = 0; i < n; ++i) bits |= static_cast<uint64_t>(runs[i].first);
-  scratch.resize(n);
-  GapRun* from = runs;
-  GapRun* to = scratch.data();
-  for (int shift = 0; shift < 64 && (bits >> shift) != 0; shift += 11) {
-    std::array<size_t, 2049> start{};
-    for (size_t i = 0; i < n; ++i) ++start[((static_cast<uint64_t>(from[i].first) >> shift) & 2047) + 1];
-    for (size_t d = 1; d < start.size(); ++d) start[d] += start[d - 1];
-    for (size_t i = 0; i < n; ++i) to[start[(static_cast<uint64_t>(from[i].first) >> shift) & 2047]++] = from[i];
-    std::swap(from, to);
-  }
-  if (from != runs) std::copy(from, from + n, runs);
-}
-
 // runs[0, sorted) holds one run per distinct gap, in order; sorts the rest and merges it in.
 void merge_runs(std::vector<GapRun>& runs, size_t sorted, std::vector<GapRun>& scratch) {
-  radix_sort(runs.data() + sorted, runs.size() - sorted, scratch);
+  radix_sort(runs.data() + sorted, runs.size() - sorted, scratch,
+             [](const GapRun& r) { return static_cast<uint64_t>(r.first); });
   scratch.clear();
   scratch.reserve(runs.size());
   size_t i = 0, j = sorted;

@@ -58,6 +58,8 @@ po::options_description run_options() {
      "closed loop: at most C requests in flight; the next is sent when one finishes  [max_concurrency]")
     ("goodput", po::value<std::vector<std::string>>()->value_name("KEY:MS")->multitoken()->composing(),
      "SLOs in milliseconds for request_goodput and slo_attainment, as vLLM bench: ttft:2000 tpot:100 e2el:10000  [goodput.ttft, ...]")
+    ("metric-percentiles", po::value<std::string>()->value_name("LIST"),
+     "percentiles to store and print beyond the standard 25,50,75,90,95,99, as vLLM bench: 25,50,99.9  [metric_percentiles]")
     ("log", po::value<std::string>()->value_name("WHAT"),
      "rows logged: requests (every request, and per replica a timeline row per simulated second; the default) | iterations (also every iteration; the default with the unit backend) | summary (runs and metrics only)  [log]")
     ("help,h", "show this help");
@@ -87,7 +89,7 @@ Status apply_flags(const po::variables_map& vm, toml::table& table) {
   const std::pair<const char*, const char*> strings[] = {
       {"trace", "trace"}, {"policy", "policy.name"}, {"backend", "backend"}, {"hardware", "hardware"},
       {"model", "model"}, {"db", "db"}, {"name", "name"}, {"dtype", "dtype"},
-      {"kv-cache-dtype", "kv.dtype"}};
+      {"kv-cache-dtype", "kv.dtype"}, {"metric-percentiles", "metric_percentiles"}};
   for (const auto& [flag, key] : strings) {
     if (vm.count(flag) == 0) continue;
     Status s = set_path(table, key, toml::value<std::string>(vm[flag].as<std::string>()));

@@ -11,6 +11,7 @@
 #include "analysis/report.h"
 #include "analysis/sweep_report.h"
 #include "analysis/validate.h"
+#include "sim/config.h"
 #include "cli/cli.h"
 #include "sim/presets.h"
 
@@ -66,26 +67,39 @@ int finish(const Command& c, const Status& s, std::ostream& err) {
 
 int report_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   const Command c{"report",
-                  "Usage: sim report [--db FILE] [--run ID | --sweep [ID]] [--format text|json|csv]\n"
-                  "Prints a logged run's summary metrics, or a sweep's or search's table.\n"};
+                  "Usage: sim report [--db FILE] [--run ID | --sweep [ID]] [--format text|json|csv|vllm-json]\n"
+                  "                  [--metric-percentiles 25,50,99]\n"
+                  "Prints a logged run's summary metrics, or a sweep's or search's table.\n"
+                  "--format vllm-json writes the run as `vllm bench serve --save-result` does.\n"};
   po::options_description o = read_options(c);
   o.add_options()("format", po::value<std::string>()->default_value("text")->value_name("FMT"),
-                  "text | json | csv")(
+                  "text | json | csv | vllm-json")(
+      "metric-percentiles", po::value<std::string>()->value_name("LIST"),
+      "percentiles printed (text, vllm-json) as vLLM bench's: 25,50,99 (default: the run's own, else 90,99; vllm-json 99)")(
       "sweep", po::value<int64_t>()->implicit_value(0)->value_name("ID"),
       "a sweep's or search's table (default: the latest)");
   po::variables_map vm;
   if (auto done = parse(c, args, o, vm, out, err)) return *done;
   Result<ReportFormat> format = parse_report_format(vm["format"].as<std::string>());
   if (!format.ok()) return finish(c, Error{"--format: " + format.error().message}, err);
+  std::vector<double> percentiles;
+  if (vm.count("metric-percentiles") != 0) {
+    Result<std::vector<double>> p = parse_percentile_list(vm["metric-percentiles"].as<std::string>());
+    if (!p.ok()) return finish(c, Error{"--metric-percentiles: " + p.error().message}, err);
+    percentiles = p.value();
+  }
   if (vm.count("sweep") != 0) {
     if (vm.count("run") != 0) return finish(c, Error{"give --run or --sweep, not both"}, err);
+    if (format.value() == ReportFormat::kVllmJson) {
+      return finish(c, Error{"--format vllm-json describes one run; give --run ID (a sweep's runs are in sim list runs)"}, err);
+    }
     const int64_t id = vm["sweep"].as<int64_t>();
     return finish(c, print_sweep_report(vm["db"].as<std::string>(),
                                         id > 0 ? std::optional<int64_t>(id) : std::nullopt,
                                         format.value(), out),
                   err);
   }
-  return finish(c, print_report(vm["db"].as<std::string>(), run_id(vm), format.value(), out), err);
+  return finish(c, print_report(vm["db"].as<std::string>(), run_id(vm), format.value(), out, percentiles), err);
 }
 
 int validate_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {

@@ -185,6 +185,7 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
   mo.slo_ttft = config.slo_ttft;
   mo.slo_tpot = config.slo_tpot;
   mo.slo_e2el = config.slo_e2el;
+  mo.percentiles = config.metric_percentiles;
   mo.price_per_gpu_hour = config.price_per_hour_usd >= 0 ? config.price_per_hour_usd
                                                           : first.gpu_price_per_hour();
   mo.kv_blocks = config.kv_blocks >= 0 ? config.kv_blocks : first.kv_blocks(config.block_size);
@@ -255,6 +256,7 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
   header.status = out.status;
   header.replicas = config.replicas;
   header.tp = config.tp;
+  header.percentiles = config.metric_percentiles;
   return out;
 }
 

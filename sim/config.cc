@@ -1,5 +1,6 @@
 #include "sim/config.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -121,6 +122,14 @@ Result<RunConfig> resolve_config(toml::table table) {
   c.log = top.choice("log", "", {"iterations", "requests", "summary"});
   c.log_resolution = top.number("log_resolution", c.log_resolution, 1e-6, 1e9);
   c.leap = top.boolean("leap", c.leap);
+  if (top.has("metric_percentiles")) {
+    Result<std::vector<double>> list = parse_percentile_list(top.string("metric_percentiles", ""));
+    if (list.ok()) {
+      c.metric_percentiles = list.value();
+    } else {
+      top.refuse("metric_percentiles", list.error().message);
+    }
+  }
   if (const toml::table* goodput = top.table("goodput")) {
     OptionReader g(*goodput, "goodput");
     c.slo_ttft = g.number("ttft", 0, 1e-6, 1e12) / 1e3;  // milliseconds, as vLLM's --goodput
@@ -168,6 +177,30 @@ Result<RunConfig> resolve_config(toml::table table) {
   return c;
 }
 
+Result<std::vector<double>> parse_percentile_list(std::string_view list) {
+  std::vector<double> out;
+  const auto bad = [&](std::string_view item) {
+    return Error{"'" + std::string(item) + "' is not a percentile in [0, 100]; expected a comma-separated " +
+                 "list such as 25,50,90,95,99"};
+  };
+  size_t at = 0;
+  while (true) {
+    const size_t comma = list.find(',', at);
+    std::string_view item = list.substr(at, comma == std::string_view::npos ? std::string_view::npos : comma - at);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    double p = 0;
+    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), p);
+    if (item.empty() || ec != std::errc{} || end != item.data() + item.size() || !(p >= 0 && p <= 100)) {
+      return bad(item);
+    }
+    out.push_back(p);
+    if (comma == std::string_view::npos) break;
+    at = comma + 1;
+  }
+  return out;
+}
+
 std::string config_to_toml(const RunConfig& c, const toml::table& policy_options) {
   toml::table t;
   t.insert("trace", c.trace);
@@ -193,6 +226,14 @@ std::string config_to_toml(const RunConfig& c, const toml::table& policy_options
   if (!c.log.empty()) t.insert("log", c.log);
   if (c.log_resolution != RunConfig{}.log_resolution) t.insert("log_resolution", c.log_resolution);
   if (!c.leap) t.insert("leap", false);
+  if (!c.metric_percentiles.empty()) {
+    std::string list;
+    for (double p : c.metric_percentiles) {
+      char buf[64];
+      list += (list.empty() ? "" : ",") + std::string(buf, std::to_chars(buf, buf + sizeof buf, p).ptr);
+    }
+    t.insert("metric_percentiles", list);
+  }
   if (c.slo_ttft > 0 || c.slo_tpot > 0 || c.slo_e2el > 0) {
     toml::table g;
     if (c.slo_ttft > 0) g.insert("ttft", c.slo_ttft * 1e3);

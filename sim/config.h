@@ -31,6 +31,10 @@
 // Service-level objectives and cost:
 //   goodput.ttft|tpot|e2el       --goodput ttft:MS ...    none (milliseconds, vLLM's --goodput)
 //   price_per_hour_usd           --set                    the hardware file's (USD per GPU-hour)
+//   metric_percentiles           --metric-percentiles L   "" (vLLM's list, "25,50,99": percentiles
+//                                                         stored and printed beyond the standard
+//                                                         25, 50, 75, 90, 95, 99; the summary then
+//                                                         prints these instead of 90 and 99)
 //   log                          --log WHAT               "requests": a row per request and a
 //                                                         timeline row per replica and bucket;
 //                                                         "iterations": also a row per iteration;
@@ -50,6 +54,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <toml++/toml.h>
 
@@ -90,7 +95,11 @@ struct RunConfig {
   std::string log;                 // summary | requests | iterations; "": by backend (see above)
   double log_resolution = 1.0;     // seconds per timeline bucket
   bool leap = true;                // SimOptions::leap
+  std::vector<double> metric_percentiles;  // as given, in order; empty: none given
 };
+
+// Parses vLLM's --metric-percentiles list ("25,50,99"): numbers in [0, 100], comma-separated.
+Result<std::vector<double>> parse_percentile_list(std::string_view list);
 
 // Parses one token of vLLM's --goodput ("ttft:2000", milliseconds) into `config`. Errors name the
 // token.

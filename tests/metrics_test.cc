@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 #include <map>
 #include <random>
@@ -170,10 +171,12 @@ TEST(MetricsAccumulator, MetricsComeInCanonicalOrder) {
   EXPECT_EQ(metrics.size(), names.size() - 15) << [&] { std::string s; for (const Metric& m : metrics) s += m.name + " "; return s; }();
 }
 
-// The percentiles found by selection equal those of the fully sorted values, exactly, with ties.
+// The percentiles (standard, and asked for), the std and the quantile grid equal those of the
+// fully sorted values (numpy's linear percentile, population std), exactly, with ties, on both
+// sides of the radix sort's threshold.
 TEST(MetricsAccumulator, SelectedPercentilesEqualSortedOnes) {
   for (int n : {1, 2, 3, 10, 101, 1000, 4097}) {
-    MetricsAccumulator acc({});
+    MetricsAccumulator acc({.percentiles = {99.9, 12.5}});
     std::vector<double> e2el;
     std::deque<RequestSpec> specs;
     uint64_t x = 88172645463325252ULL + static_cast<uint64_t>(n);
@@ -192,11 +195,41 @@ TEST(MetricsAccumulator, SelectedPercentilesEqualSortedOnes) {
       e2el.push_back(to_seconds(r.finished));
     }
     std::sort(e2el.begin(), e2el.end());
-    const auto m = by_name(acc.compute());
-    EXPECT_EQ(m.at("e2el_p50"), percentile(e2el, 50)) << n;
-    EXPECT_EQ(m.at("e2el_p90"), percentile(e2el, 90)) << n;
-    EXPECT_EQ(m.at("e2el_p99"), percentile(e2el, 99)) << n;
+    std::vector<QuantilePoint> quantiles;
+    const auto m = by_name(acc.compute(&quantiles));
+    for (double p : {12.5, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.9}) {
+      EXPECT_EQ(m.at("e2el" + percentile_suffix(p)), percentile(e2el, p)) << n << " p" << p;
+    }
+    double mean = 0, sq = 0;
+    for (double v : e2el) mean += v / n;
+    for (double v : e2el) sq += (v - mean) * (v - mean);
+    EXPECT_NEAR(m.at("e2el_std"), std::sqrt(sq / n), 1e-12) << n;
+    size_t seen = 0;
+    for (const QuantilePoint& q : quantiles) {
+      if (q.metric != "e2el") continue;
+      EXPECT_EQ(q.value, percentile(e2el, 100 * q.quantile)) << n << " q" << q.quantile;
+      ++seen;
+    }
+    EXPECT_EQ(seen, quantile_grid().size());
   }
+}
+
+TEST(PercentileSuffix, NamesAsVllmDoes) {
+  EXPECT_EQ(percentile_suffix(99), "_p99");
+  EXPECT_EQ(percentile_suffix(50.0), "_p50");
+  EXPECT_EQ(percentile_suffix(99.9), "_p99.9");
+  EXPECT_EQ(percentile_suffix(12.5), "_p12.5");
+  EXPECT_EQ(percentile_suffix(0), "_p0");
+}
+
+TEST(QuantileGrid, AscendsFromZeroToOneWithATail) {
+  const auto g = quantile_grid();
+  EXPECT_EQ(g.front(), 0.0);
+  EXPECT_EQ(g.back(), 1.0);
+  EXPECT_TRUE(std::is_sorted(g.begin(), g.end()));
+  EXPECT_EQ(std::adjacent_find(g.begin(), g.end()), g.end());
+  EXPECT_NE(std::find(g.begin(), g.end(), 0.999), g.end());
+  EXPECT_NE(std::find(g.begin(), g.end(), 0.9999), g.end());
 }
 
 TEST(MetricsAccumulator, OmitsMetricsWithoutData) {
@@ -277,6 +310,12 @@ TEST(MetricsAccumulator, ItlEqualsUnweightedComputation) {
   EXPECT_DOUBLE_EQ(m.at("itl_p50"), percentile(gaps, 50));
   EXPECT_DOUBLE_EQ(m.at("itl_p90"), percentile(gaps, 90));
   EXPECT_DOUBLE_EQ(m.at("itl_p99"), percentile(gaps, 99));
+  EXPECT_DOUBLE_EQ(m.at("itl_p25"), percentile(gaps, 25));
+  EXPECT_DOUBLE_EQ(m.at("itl_p95"), percentile(gaps, 95));
+  double sq = 0;
+  const double mean = sum / static_cast<double>(gaps.size());
+  for (double g : gaps) sq += (g - mean) * (g - mean);
+  EXPECT_NEAR(m.at("itl_std"), std::sqrt(sq / static_cast<double>(gaps.size())), 1e-12);
 }
 
 }  // namespace

@@ -114,13 +114,14 @@ TEST(PrintSummary, NamesTheReleaseAPolicyMirrors) {
       << out.str();
 }
 
-TEST(ParseReportFormat, KnowsThreeFormats) {
+TEST(ParseReportFormat, KnowsFourFormats) {
   EXPECT_EQ(parse_report_format("text").value(), ReportFormat::kText);
   EXPECT_EQ(parse_report_format("json").value(), ReportFormat::kJson);
   EXPECT_EQ(parse_report_format("csv").value(), ReportFormat::kCsv);
+  EXPECT_EQ(parse_report_format("vllm-json").value(), ReportFormat::kVllmJson);
   auto bad = parse_report_format("xml");
   ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.error().message, "unknown report format 'xml'; expected text, json or csv");
+  EXPECT_EQ(bad.error().message, "unknown report format 'xml'; expected text, json, csv or vllm-json");
 }
 
 class PrintReportTest : public ::testing::Test {
@@ -173,9 +174,9 @@ class PrintReportTest : public ::testing::Test {
     return run;
   }
 
-  std::string report(std::optional<int64_t> run, ReportFormat format) {
+  std::string report(std::optional<int64_t> run, ReportFormat format, const std::vector<double>& percentiles = {}) {
     std::ostringstream out;
-    const Status s = print_report(db_path_, run, format, out);
+    const Status s = print_report(db_path_, run, format, out, percentiles);
     EXPECT_TRUE(s.ok()) << s.error().message;
     return out.str();
   }
@@ -232,7 +233,7 @@ TEST_F(PrintReportTest, RoundTripsInAllFormats) {
   EXPECT_EQ(json["run"]["policy"], "static");
   EXPECT_EQ(json["run"]["status"], "done");
   EXPECT_EQ(json["run"]["seed"], 3);
-  EXPECT_EQ(json["run"]["config"], "seed = 3\n");
+  EXPECT_EQ(json["run"]["config"], nlohmann::json({{"seed", 3}}));  // JSON, not the TOML text
   EXPECT_TRUE(json["run"]["hardware"].is_null());
   EXPECT_TRUE(json["run"]["error"].is_null());
   EXPECT_EQ(json["run"].size(), 22u);  // every column of runs
@@ -251,6 +252,72 @@ TEST_F(PrintReportTest, RoundTripsInAllFormats) {
   EXPECT_NE(csv.find("\niterations,2\nprefix_hit_rate,0\nprefix_request_hit_rate,0\n"),
             std::string::npos)
       << csv;
+}
+
+// --format vllm-json has exactly the keys of `vllm bench serve --save-result` (vLLM 0.33.0,
+// benchmarks/serve.py, without --save-detailed, --percentile-metrics ttft,tpot,itl,e2el), in its
+// order, in its units, and one key of ours at the end.
+TEST_F(PrintReportTest, VllmJsonHasVllmsKeysInVllmsOrderAndUnits) {
+  {
+    auto db = Database::open(db_path_);
+    ASSERT_TRUE(db.ok());
+    write_run(*db.value(), "continuous");
+  }
+  const auto j = nlohmann::ordered_json::parse(report(1, ReportFormat::kVllmJson));
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : j.items()) keys.push_back(k);
+  std::vector<std::string> expected = {
+      "date", "endpoint_type", "backend", "label", "model_id", "tokenizer_id", "num_prompts",
+      "request_rate", "burstiness", "max_concurrency", "duration", "completed", "failed",
+      "total_input_tokens", "total_output_tokens", "request_throughput", "request_goodput",
+      "output_throughput", "total_token_throughput", "latencies", "queue_times",
+      "max_output_tokens_per_s", "max_concurrent_requests", "rtfx"};
+  for (const char* m : {"ttft", "tpot", "itl", "e2el"}) {
+    for (const char* stat : {"mean", "median", "std", "p99"}) expected.push_back(std::string(stat) + "_" + m + "_ms");
+  }
+  expected.push_back("servesim");
+  EXPECT_EQ(keys, expected);
+  EXPECT_EQ(j["completed"], 2);
+  EXPECT_EQ(j["failed"], 0);
+  EXPECT_EQ(j["num_prompts"], 2);
+  EXPECT_EQ(j["label"], "toy");
+  EXPECT_TRUE(j["request_goodput"].is_null());  // no --goodput
+  EXPECT_EQ(j["request_rate"], "inf");          // both arrive at 0
+  EXPECT_EQ(j["latencies"], nlohmann::ordered_json({2.0, 1.0}));  // seconds, in arrival order
+  EXPECT_EQ(j["max_concurrent_requests"], 2);
+  // e2el [2, 1] s: numpy's mean, median, std (ddof 0) and 99th percentile, in milliseconds.
+  EXPECT_DOUBLE_EQ(j["mean_e2el_ms"].get<double>(), 1500);
+  EXPECT_DOUBLE_EQ(j["median_e2el_ms"].get<double>(), 1500);
+  EXPECT_DOUBLE_EQ(j["std_e2el_ms"].get<double>(), 500);
+  EXPECT_DOUBLE_EQ(j["p99_e2el_ms"].get<double>(), 1990);
+  EXPECT_DOUBLE_EQ(j["mean_ttft_ms"].get<double>(), 1000);
+  EXPECT_DOUBLE_EQ(j["std_ttft_ms"].get<double>(), 0);
+  EXPECT_EQ(j["mean_itl_ms"], 0.0);  // no token gaps recorded: vLLM's np.mean([] or 0)
+
+  // --metric-percentiles: vLLM's key names, p25 and p99.9 (the latter found in the
+  // distributions' grid), p97 computed from the requests rows.
+  const auto p = nlohmann::ordered_json::parse(report(1, ReportFormat::kVllmJson, {25, 97, 99.9}));
+  EXPECT_DOUBLE_EQ(p["p25_e2el_ms"].get<double>(), 1250);
+  EXPECT_DOUBLE_EQ(p["p97_e2el_ms"].get<double>(), 1970);
+  EXPECT_DOUBLE_EQ(p["p99.9_e2el_ms"].get<double>(), 1999);
+  EXPECT_FALSE(p.contains("p99_e2el_ms"));
+}
+
+// Percentiles asked of the report that the run did not store are computed from its rows, and
+// named as vLLM names them in text.
+TEST_F(PrintReportTest, ReportPercentilesComeFromTheRowsWhenNotStored) {
+  {
+    auto db = Database::open(db_path_);
+    ASSERT_TRUE(db.ok());
+    write_run(*db.value(), "continuous");
+  }
+  const std::string text = report(1, ReportFormat::kText, {25, 97});
+  EXPECT_NE(text.find("P25 E2EL (steps):                        1.25\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("P97 E2EL (steps):                        1.97\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("P99 E2EL"), std::string::npos) << text;
+  const auto json = nlohmann::json::parse(report(1, ReportFormat::kJson, {97}));
+  EXPECT_DOUBLE_EQ(json["metrics"]["e2el_p97"].get<double>(), 1.97);
+  EXPECT_DOUBLE_EQ(json["metrics"]["e2el_std"].get<double>(), 0.5);
 }
 
 TEST_F(PrintReportTest, ErrorsSayWhatToDo) {
