@@ -8,6 +8,7 @@
 
 #include "analysis/database.h"
 #include "analysis/sweep_db.h"
+#include "analysis/text_table.h"
 
 namespace servesim {
 namespace {
@@ -52,12 +53,6 @@ std::string format_cell(const Cell& c, bool csv) {
   return buf;
 }
 
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
-}
 
 }  // namespace
 

@@ -28,7 +28,8 @@ void print_overview(std::ostream& out) {
          "                                                 the cheapest configuration, under SLOs\n"
          "  sim merge A.db B.db ... --into ALL.db          the runs (and sweeps) of several files in one\n"
          "  sim report [--db FILE] [--run ID | --sweep [ID]] [--format text|json|csv]\n"
-         "  sim list policies|backends|hardware|models\n"
+         "  sim compare RUN RUN ... [--db FILE]           runs' metrics side by side, with differences\n"
+         "  sim list runs|policies|backends|hardware|models\n"
          "  sim validate [--db FILE] [--run ID] [--hardware FILE]   prediction error of a measured run\n"
          "  sim calibrate [--db FILE] [--run ID] --out FILE         fit a hardware file to it\n"
          "  sim probe --out FILE                         measure this host into a hardware file\n\n"
@@ -62,9 +63,10 @@ int probe_command(const std::vector<std::string>& args, std::ostream& out, std::
 
 int list_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   const std::string what = args.empty() ? "" : args.front();
+  if (what == "runs") return list_runs_command(std::vector<std::string>(args.begin() + 1, args.end()), out, err);
   if (args.size() > 1 || (what != "policies" && what != "backends" && what != "hardware" &&
                           what != "models")) {
-    err << "sim list: expected one of: policies, backends, hardware, models\n";
+    err << "sim list: expected one of: runs, policies, backends, hardware, models\n";
     return what == "--help" || what == "-h" ? kExitOk : kExitBadInput;
   }
   if (what == "policies") {
@@ -148,12 +150,13 @@ int sim_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
   if (first == "merge") return merge_command(rest, out, err);
   if (first == "search") return search_command(rest, out, err);
   if (first == "list") return list_command(rest, out, err);
+  if (first == "compare") return compare_command(rest, out, err);
   if (first == "validate") return validate_command(rest, out, err);
   if (first == "probe") return probe_command(rest, out, err);
   if (first == "calibrate") return calibrate_command(rest, out, err);
   if (!first.empty() && first[0] != '-') {
     err << "sim: unknown command '" << first
-        << "' (commands: run, sweep, search, merge, report, list, validate, calibrate, probe). Try 'sim --help'.\n";
+        << "' (commands: run, sweep, search, merge, report, compare, list, validate, calibrate, probe). Try 'sim --help'.\n";
     return kExitBadInput;
   }
   return run_command(args, out, err);

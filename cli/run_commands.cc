@@ -8,6 +8,7 @@
 #include <boost/program_options.hpp>
 
 #include "analysis/calibrate.h"
+#include "analysis/compare.h"
 #include "analysis/report.h"
 #include "analysis/sweep_report.h"
 #include "analysis/validate.h"
@@ -100,6 +101,49 @@ int report_command(const std::vector<std::string>& args, std::ostream& out, std:
                   err);
   }
   return finish(c, print_report(vm["db"].as<std::string>(), run_id(vm), format.value(), out, percentiles), err);
+}
+
+int compare_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  const Command c{"compare",
+                  "Usage: sim compare RUN RUN ... [--db FILE] [--format text|csv|json]\n"
+                  "The runs' metrics side by side, each run after the first with its difference from\n"
+                  "the first, absolute and relative. `sim list runs` lists the runs.\n"};
+  po::options_description o(std::string("Options of `sim compare`"));
+  o.add_options()("db", po::value<std::string>()->default_value("sim.db")->value_name("FILE"), "database to read")(
+      "format", po::value<std::string>()->default_value("text")->value_name("FMT"), "text | csv | json")(
+      "runs", po::value<std::vector<int64_t>>()->value_name("RUN")->multitoken(), "run ids")(
+      "help,h", "show this help");
+  po::positional_options_description positional;
+  positional.add("runs", -1);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(o).positional(positional).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    err << "sim compare: " << e.what() << "\nTry 'sim compare --help'.\n";
+    return kExitBadInput;
+  }
+  if (vm.count("help") != 0) {
+    out << c.usage << "\n" << o;
+    return kExitOk;
+  }
+  Result<ReportFormat> format = parse_report_format(vm["format"].as<std::string>());
+  if (!format.ok()) return finish(c, Error{"--format: " + format.error().message}, err);
+  const std::vector<int64_t> runs = vm.count("runs") ? vm["runs"].as<std::vector<int64_t>>() : std::vector<int64_t>{};
+  return finish(c, print_comparison(vm["db"].as<std::string>(), runs, format.value(), out), err);
+}
+
+int list_runs_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  const Command c{"list runs", "Usage: sim list runs [--db FILE] [--format text|csv|json]\nEvery run of the database, oldest first.\n"};
+  po::options_description o(std::string("Options of `sim list runs`"));
+  o.add_options()("db", po::value<std::string>()->default_value("sim.db")->value_name("FILE"), "database to read")(
+      "format", po::value<std::string>()->default_value("text")->value_name("FMT"), "text | csv | json")(
+      "help,h", "show this help");
+  po::variables_map vm;
+  if (auto done = parse(c, args, o, vm, out, err)) return *done;
+  Result<ReportFormat> format = parse_report_format(vm["format"].as<std::string>());
+  if (!format.ok()) return finish(c, Error{"--format: " + format.error().message}, err);
+  return finish(c, print_run_list(vm["db"].as<std::string>(), format.value(), out), err);
 }
 
 int validate_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {

@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -109,6 +111,42 @@ TEST_F(Cli, RunsAppendAndReportReadsThemBack) {
   Outcome csv = sim({"report", "--format", "csv"});
   EXPECT_NE(csv.output.find("duration,8"), std::string::npos) << csv.output;
   EXPECT_EQ(sim({"report", "--run", "9"}).status, 2);
+}
+
+// The seeds' two schedules side by side: static takes 12 steps, continuous 8 (DESIGN.md).
+TEST_F(Cli, CompareAndListRunsPutRunsSideBySide) {
+  ASSERT_EQ(sim({"--backend", "unit", "--policy", "static", "--max-num-seqs", "3", "--trace", kToy}).status, 0);
+  ASSERT_EQ(sim({"--backend", "unit", "--policy", "continuous", "--max-num-seqs", "3", "--trace", kToy,
+                 "--name", "second"}).status, 0);
+  Outcome text = sim({"compare", "1", "2"});
+  ASSERT_EQ(text.status, 0) << text.output;
+  EXPECT_NE(text.output.find("Runs 1 and 2 of sim.db; differences are from run 1"), std::string::npos) << text.output;
+  EXPECT_EQ(text.output.find("Warning"), std::string::npos) << text.output;  // the same workload
+  // duration: 12 -> 8 steps, -4, -33.33 %.
+  const size_t at = text.output.find("\nduration ");
+  ASSERT_NE(at, std::string::npos) << text.output;
+  std::istringstream duration(text.output.substr(at + 1, text.output.find('\n', at + 1) - at - 1));
+  std::vector<std::string> cells{std::istream_iterator<std::string>(duration), {}};
+  EXPECT_EQ(cells, (std::vector<std::string>{"duration", "12", "8", "-4", "-33.33%"}));
+  Outcome csv = sim({"compare", "1", "2", "--format", "csv"});
+  ASSERT_EQ(csv.status, 0) << csv.output;
+  EXPECT_EQ(csv.output.rfind("metric,run_1,run_2,diff_2,relative_2\ncompleted,5,5,0,0\n", 0), 0u) << csv.output;
+  EXPECT_NE(csv.output.find("\nduration,12,8,-4,-0.33333333333333331\n"), std::string::npos) << csv.output;
+  Outcome json = sim({"compare", "2", "1", "--format", "json"});
+  ASSERT_EQ(json.status, 0) << json.output;
+  EXPECT_NE(json.output.find("\"baseline\": 2"), std::string::npos) << json.output;
+  EXPECT_EQ(sim({"compare", "1"}).status, 2);
+  EXPECT_EQ(sim({"compare", "1", "1"}).status, 2);
+  Outcome missing = sim({"compare", "1", "7"});
+  EXPECT_EQ(missing.status, 2);
+  EXPECT_NE(missing.output.find("no run 7 in sim.db; its runs are 1-2"), std::string::npos) << missing.output;
+
+  Outcome list = sim({"list", "runs"});
+  ASSERT_EQ(list.status, 0) << list.output;
+  EXPECT_NE(list.output.find("\n 1          done    static      unit"), std::string::npos) << list.output;
+  EXPECT_NE(list.output.find("\n 2  second  done    continuous  unit"), std::string::npos) << list.output;
+  Outcome empty = sim({"list", "runs", "--db", "missing.db"});
+  EXPECT_EQ(empty.status, 2) << empty.output;
 }
 
 struct BadInput {
