@@ -1,5 +1,7 @@
 // `sim run`: the configuration from --config, the flags and --set, run by run_configuration()
 // (runner/run.h, which checks all input before the run's row is written), then the summary.
+#include <unistd.h>
+
 #include <iostream>
 
 #include <boost/program_options.hpp>
@@ -62,6 +64,7 @@ po::options_description run_options() {
      "percentiles to store and print beyond the standard 25,50,75,90,95,99, as vLLM bench: 25,50,99.9  [metric_percentiles]")
     ("log", po::value<std::string>()->value_name("WHAT"),
      "rows logged: requests (every request, and per replica a timeline row per simulated second; the default) | iterations (also every iteration; the default with the unit backend) | summary (runs and metrics only)  [log]")
+    ("quiet,q", "no progress line (one is drawn on stderr when it is a terminal)")
     ("help,h", "show this help");
   // clang-format on
   return o;
@@ -179,6 +182,8 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
   RunEnvironment env;
   env.stop = stop.flag();
   env.notes = &err;
+  // A progress line only where someone watches: stderr a terminal, and no --quiet.
+  if (vm.count("quiet") == 0 && ::isatty(STDERR_FILENO) == 1) env.progress = &err;
   Result<RunOutput> ran = run_configuration(config, env);
   if (!ran.ok()) return bad_input(err, ran.error().message);
   const RunOutput& result = ran.value();

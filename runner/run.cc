@@ -8,6 +8,7 @@
 
 #include "analysis/batch_log.h"
 #include "analysis/db_recorder.h"
+#include "analysis/progress.h"
 #include "backends/registry.h"
 #include "policies/registry.h"
 #include "sim/presets.h"
@@ -209,6 +210,11 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
   std::vector<Recorder*> recorders = {&metrics};
   if (batch_log) recorders.push_back(&*batch_log);
   recorders.push_back(&writer);
+  std::optional<ProgressLine> progress;
+  if (env.progress != nullptr) {
+    progress.emplace(*env.progress, mo.expected_requests, counts_steps);
+    recorders.push_back(&*progress);
+  }
   if (counts_steps && env.notes != nullptr &&
       (!hardware.empty() || !model.empty() || config.tp != 1 ||
        config.gpu_memory_utilization != RunConfig{}.gpu_memory_utilization)) {

@@ -44,6 +44,7 @@ struct RunEnvironment {
   WorkloadCache* workloads = nullptr;  // nullptr: load the workload for this run only
   const std::atomic<bool>* stop = nullptr;  // set (by a signal) to stop the run; it ends interrupted
   std::ostream* notes = nullptr;     // where notes about ignored settings go; nullptr: none
+  std::ostream* progress = nullptr;  // where a progress line is drawn (a terminal); nullptr: none
 };
 
 struct RunOutput {

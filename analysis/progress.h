@@ -1,0 +1,52 @@
+// The progress line of a long run: on a terminal, one line on stderr, redrawn four times a second
+// and cleared at the end, with the simulated time, the requests settled out of all, iterations
+// per second and the time left. A Recorder whose callbacks only bump counters (relaxed atomics: a
+// plain store each, nothing the run waits on); a thread of its own reads and draws them.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <ostream>
+#include <string>
+#include <thread>
+
+#include "sim/recorder.h"
+
+namespace servesim {
+
+class ProgressLine : public Recorder {
+ public:
+  // total: the requests in the workload (0: unknown); steps: times are iterations (unit backend).
+  ProgressLine(std::ostream& out, int64_t total, bool steps);
+  ~ProgressLine() override;
+
+  bool accepts_grouped_decodes() const override { return true; }
+  void on_iteration(const IterationRecord& it, std::span<const BatchItem> items) override;
+  void on_decode_steps(const DecodeSteps& steps) override;
+  void on_request(const Request& r) override;
+  void on_run_end(RunOutcome outcome, const std::string& error) override;
+
+  // The line for these counts: "sim 12.3 s | 450/1000 requests | 1.2M it/s | ETA 3 s".
+  static std::string format(double sim_seconds, bool steps, int64_t settled, int64_t total,
+                            double iterations_per_second, double elapsed_seconds);
+
+ private:
+  void draw_loop();
+  void stop();
+
+  std::ostream& out_;
+  const int64_t total_;
+  const bool steps_;
+  std::atomic<int64_t> iterations_{0}, settled_{0};
+  std::atomic<Time> now_{0};
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  size_t drawn_ = 0;  // the length of the line on screen
+  std::thread thread_;  // last: started once the rest is ready
+};
+
+}  // namespace servesim
