@@ -27,7 +27,7 @@ void print_overview(std::ostream& out) {
          "  sim search --slo p99_ttft=2s [--grid KEY=V1,V2 ...] [run options]   the largest rate, or\n"
          "                                                 the cheapest configuration, under SLOs\n"
          "  sim merge A.db B.db ... --into ALL.db          the runs (and sweeps) of several files in one\n"
-         "  sim report [--db FILE] [--run ID | --sweep [ID]] [--format text|json|csv]\n"
+         "  sim report [--db FILE] [--run ID | --sweep [ID]] [--format text|json|csv|vllm-json]\n"
          "  sim compare RUN RUN ... [--db FILE]           runs' metrics side by side, with differences\n"
          "  sim list runs|policies|backends|hardware|models\n"
          "  sim validate [--db FILE] [--run ID] [--hardware FILE]   prediction error of a measured run\n"
