@@ -8,6 +8,7 @@
 #include <boost/program_options.hpp>
 
 #include "analysis/calibrate.h"
+#include "analysis/html_report.h"
 #include "analysis/report.h"
 #include "analysis/sweep_report.h"
 #include "analysis/validate.h"
@@ -23,11 +24,16 @@ struct Command {
   const char* usage;  // the usage line and what the command does
 };
 
-po::options_description read_options(const Command& c) {
+// many_runs: --run may be repeated (`sim report --html` compares runs).
+po::options_description read_options(const Command& c, bool many_runs = false) {
   po::options_description o(std::string("Options of `sim ") + c.name + "`");
+  po::value_semantic* run = many_runs
+      ? static_cast<po::value_semantic*>(po::value<std::vector<int64_t>>()->value_name("ID")->composing())
+      : po::value<int64_t>()->value_name("ID");
   o.add_options()("db", po::value<std::string>()->default_value("sim.db")->value_name("FILE"),
                   "database to read")(
-      "run", po::value<int64_t>()->value_name("ID"), "run id (default: the latest run)")(
+      "run", run, many_runs ? "run id (default: the latest run); repeat to compare runs (--html)"
+                            : "run id (default: the latest run)")(
       "help,h", "show this help");
   return o;
 }
@@ -67,25 +73,41 @@ int finish(const Command& c, const Status& s, std::ostream& err) {
 int report_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   const Command c{"report",
                   "Usage: sim report [--db FILE] [--run ID | --sweep [ID]] [--format text|json|csv]\n"
-                  "Prints a logged run's summary metrics, or a sweep's or search's table.\n"};
-  po::options_description o = read_options(c);
+                  "       sim report [--db FILE] [--run ID ... | --sweep [ID]] --html FILE\n"
+                  "Prints a logged run's summary metrics, or a sweep's or search's table; with --html,\n"
+                  "writes one self-contained page of charts (opens offline) for a run, several runs\n"
+                  "compared (--run 3 --run 7), or a sweep.\n"};
+  po::options_description o = read_options(c, /*many_runs=*/true);
   o.add_options()("format", po::value<std::string>()->default_value("text")->value_name("FMT"),
                   "text | json | csv")(
       "sweep", po::value<int64_t>()->implicit_value(0)->value_name("ID"),
-      "a sweep's or search's table (default: the latest)");
+      "a sweep's or search's table (default: the latest)")(
+      "html", po::value<std::string>()->value_name("FILE"), "write an HTML report with charts to FILE");
   po::variables_map vm;
   if (auto done = parse(c, args, o, vm, out, err)) return *done;
   Result<ReportFormat> format = parse_report_format(vm["format"].as<std::string>());
   if (!format.ok()) return finish(c, Error{"--format: " + format.error().message}, err);
+  const std::vector<int64_t> runs = vm.count("run") ? vm["run"].as<std::vector<int64_t>>() : std::vector<int64_t>{};
+  if (vm.count("sweep") != 0 && !runs.empty()) return finish(c, Error{"give --run or --sweep, not both"}, err);
+  if (vm.count("html") != 0) {
+    if (format.value() != ReportFormat::kText) {
+      return finish(c, Error{"--html writes a page; --format " + vm["format"].as<std::string>() + " does not apply to it"}, err);
+    }
+    HtmlReportOptions html{.db_path = vm["db"].as<std::string>(), .run_ids = runs, .sweep_id = std::nullopt,
+                           .out_path = vm["html"].as<std::string>()};
+    if (vm.count("sweep") != 0) html.sweep_id = vm["sweep"].as<int64_t>();
+    return finish(c, write_html_report(html, out), err);
+  }
+  if (runs.size() > 1) return finish(c, Error{"give one --run, or use --html / sim compare"}, err);
   if (vm.count("sweep") != 0) {
-    if (vm.count("run") != 0) return finish(c, Error{"give --run or --sweep, not both"}, err);
     const int64_t id = vm["sweep"].as<int64_t>();
     return finish(c, print_sweep_report(vm["db"].as<std::string>(),
                                         id > 0 ? std::optional<int64_t>(id) : std::nullopt,
                                         format.value(), out),
                   err);
   }
-  return finish(c, print_report(vm["db"].as<std::string>(), run_id(vm), format.value(), out), err);
+  const std::optional<int64_t> run = runs.empty() ? std::nullopt : std::optional<int64_t>(runs[0]);
+  return finish(c, print_report(vm["db"].as<std::string>(), run, format.value(), out), err);
 }
 
 int validate_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
