@@ -20,8 +20,11 @@ std::vector<Point> cdf_points(std::span<const double> sorted, size_t max_points)
   assert(max_points >= 2);
   std::vector<Point> out;
   const size_t n = sorted.size();
-  if (n <= max_points) {
-    out.reserve(n);
+  if (n == 0) return out;
+  if (n + 1 <= max_points) {
+    // The steps of the empirical CDF: from 0 at the least value, up 1/n at each value.
+    out.reserve(n + 1);
+    out.push_back({sorted[0], 0.0});
     for (size_t i = 0; i < n; ++i) out.push_back({sorted[i], static_cast<double>(i + 1) / static_cast<double>(n)});
     return out;
   }

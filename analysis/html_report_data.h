@@ -28,8 +28,9 @@ struct Point {
 };
 
 // The empirical CDF of `sorted` (ascending) in at most max_points points, x a value and y the
-// fraction of values <= x: each value with its rank when there are at most max_points values, else
-// the quantiles at max_points evenly spaced probabilities from 0 to 1 (numpy's linear method).
+// fraction of values <= x. When the values fit (n + 1 <= max_points): its steps, (least value, 0)
+// then each value with its rank / n, to be drawn as steps; else the quantiles at max_points evenly
+// spaced probabilities from 0 to 1 (numpy's linear method), to be drawn as a line.
 // REQUIRES: max_points >= 2.
 std::vector<Point> cdf_points(std::span<const double> sorted, size_t max_points);
 

@@ -24,7 +24,7 @@ struct Kind {
 
 constexpr std::array<Kind, 5> kKinds = {{
     {"ttft", "Time to first token (TTFT)", "TTFT", "requests"},
-    {"tpot", "Time per output token (TPOT)", "TPOT", "requests with more than one output token"},
+    {"tpot", "Time per output token (TPOT, requests of 2+ tokens)", "TPOT", "requests"},
     {"itl", "Inter-token latency (ITL)", "ITL", "token gaps"},
     {"e2el", "End-to-end latency (E2EL)", "E2E latency", "requests"},
     {"queue", "Queueing delay (scheduled - arrival)", "queueing delay", "requests"},
@@ -34,6 +34,7 @@ constexpr std::array<Kind, 5> kKinds = {{
 struct RunCdfs {
   std::map<std::string, std::vector<Point>> points;  // seconds
   std::map<std::string, std::string> source;         // "stored quantiles" | "N requests"
+  std::map<std::string, bool> steps;                 // every value kept: draw the CDF's steps
 };
 
 // 1234567 as "1,234,567".
@@ -82,6 +83,7 @@ Status read_requests(Database& db, int64_t run, RunCdfs& out) {
     if (out.points.count(metric) != 0 || values->empty()) continue;  // stored quantiles win
     std::sort(values->begin(), values->end());
     out.points[metric] = cdf_points(*values, kMaxCdfPoints);
+    out.steps[metric] = values->size() + 1 <= kMaxCdfPoints;
     out.source[metric] = with_commas(static_cast<int64_t>(values->size())) + " requests";
   }
   return Ok{};
@@ -138,7 +140,7 @@ Result<Section> latency_section(Database& db, const std::vector<ReportRun>& runs
       }
       std::vector<Point> points = it->second;
       for (Point& p : points) p.x *= runs[i].latency_scale();
-      nlohmann::json s = make_series(runs[i].label(), static_cast<int>(i), "line");
+      nlohmann::json s = make_series(runs[i].label(), static_cast<int>(i), cdfs[i].steps[kind.metric] ? "step" : "line");
       add_points(s, points);
       card.chart["series"].push_back(std::move(s));
       sources += (sources.empty() ? "" : "; ") + (runs.size() > 1 ? runs[i].label() + ": " : "") +

@@ -16,9 +16,14 @@ h3 { font-size: 14px; margin: 0 0 6px; display: flex; justify-content: space-bet
 .banner { padding: 8px 12px; border-radius: 6px; margin: 8px 0; white-space: pre-wrap; }
 .warning { background: #fff4d6; border: 1px solid #e8c66a; }
 .alert { background: #fde2e1; border: 1px solid #e08b86; font-weight: 600; }
-.tables { display: flex; flex-wrap: wrap; gap: 14px; align-items: flex-start; }
-.tables .card { max-width: 100%; box-sizing: border-box; }
-.grid { display: grid; grid-template-columns: repeat(auto-fill, minmax(600px, 1fr)); gap: 14px; }
+.tables { display: grid; grid-template-columns: repeat(2, minmax(0, max-content)); grid-template-rows: auto 1fr; gap: 14px;
+          align-items: start; }
+.tables .card:nth-child(2) { grid-row: span 2; }  /* a runs page: run and latency left, metrics right */
+.tables .card { min-width: 0; }
+.tables .card:only-child { grid-column: 1 / -1; }
+@media (max-width: 1000px) { .tables { grid-template-columns: minmax(0, 1fr); } }
+.grid { display: grid; grid-template-columns: repeat(auto-fill, minmax(600px, 1fr)); gap: 14px;
+        align-items: start; }
 .card { background: #fff; border: 1px solid #dde1e6; border-radius: 8px; padding: 10px 12px; }
 .chart { position: relative; height: 300px; }
 .caption, .note, .footnote { color: #555; font-size: 12.5px; margin: 6px 0 0; }

@@ -21,6 +21,10 @@ struct Shown {
 constexpr Shown kShown[] = {
     {"completed", "Successful requests", Format::kNumber},
     {"rejected", "Rejected requests", Format::kNumber},
+    {"rejected_context_length", "Rejected: context length", Format::kNumber},
+    {"rejected_kv_capacity", "Rejected: KV capacity", Format::kNumber},
+    {"rejected_batch_tokens", "Rejected: batch tokens", Format::kNumber},
+    {"rejected_parent", "Rejected: parent rejected", Format::kNumber},
     {"capped", "Capped at max_tokens", Format::kNumber},
     {"duration", "Benchmark duration (s)", Format::kNumber},
     {"total_input_tokens", "Total input tokens", Format::kNumber},
@@ -37,6 +41,7 @@ constexpr Shown kShown[] = {
     {"prefix_hit_rate", "Prefix cache hit rate (tokens)", Format::kPercent},
     {"prefix_request_hit_rate", "Prefix cache hit rate (requests)", Format::kPercent},
     {"overloaded", "Overloaded", Format::kFlag},
+    {"backlog_growth", "Backlog growth (requests)", Format::kNumber},
     {"backlog_growth_share", "Backlog growth (share of arrivals)", Format::kPercent},
     {"cost_per_hour", "Cost (USD/hour)", Format::kNumber},
     {"cost_per_million_output_tokens", "Cost (USD/M output tokens)", Format::kNumber},

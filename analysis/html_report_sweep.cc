@@ -214,15 +214,17 @@ Card metric_card(const std::string& metric, const std::string& title, const Stor
     card.note = "No point of this sweep recorded " + metric + " (failed points, or no request completed).";
     return card;
   }
+  bool slo_drawn = false;
   for (const Slo& slo : slos) {
     if (slo.metric != metric) continue;
+    slo_drawn = true;
     nlohmann::json s = make_series(slo.label, 3, "dash");
     add_points(s, std::vector<Point>{{lo, slo.ms}, {hi, slo.ms}});
     card.chart["series"].push_back(std::move(s));
   }
   card.caption = "Each marker one point of the sweep (" + metric + " of its run)" +
                  (groups.size() > 1 ? "; one line per combination of the other swept keys." : ".") +
-                 (is_latency(metric) && !slos.empty() ? " Dashed: the sweep's SLOs." : "");
+                 (slo_drawn ? " Dashed: the sweep's SLOs." : "");
   return card;
 }
 
