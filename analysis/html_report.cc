@@ -24,13 +24,15 @@ std::string cannot_write(const std::string& path) { return "cannot write the rep
 Status check_destination(const std::string& out_path) {
   if (out_path.empty()) return Error{"no output file given for the HTML report"};
   std::error_code ec;
-  if (fs::is_directory(out_path, ec)) return Error{cannot_write(out_path) + "it is a directory; give a file name"};
+  if (fs::is_directory(out_path, ec))
+    return Error{cannot_write(out_path) + "it is a directory; give a file name"};
   fs::path dir = fs::path(out_path).parent_path();
   if (dir.empty()) dir = ".";
   if (!fs::exists(dir, ec)) return Error{cannot_write(out_path) + "no directory " + dir.string()};
   if (!fs::is_directory(dir, ec)) return Error{cannot_write(out_path) + dir.string() + " is not a directory"};
   if (::access(dir.c_str(), W_OK | X_OK) != 0) {
-    return Error{cannot_write(out_path) + "directory " + dir.string() + " is not writable (" + std::strerror(errno) + ")"};
+    return Error{cannot_write(out_path) + "directory " + dir.string() + " is not writable (" +
+                 std::strerror(errno) + ")"};
   }
   return Ok{};
 }
@@ -44,13 +46,15 @@ Status write_atomically(const std::string& path, const std::string& text) {
   std::string temp;
   for (int attempt = 0; fd < 0 && attempt < 100; ++attempt) {
     temp = (dir / ("." + target.filename().string() + "." + std::to_string(::getpid()) + "-" +
-                   std::to_string(attempt) + ".tmp")).string();
+                   std::to_string(attempt) + ".tmp"))
+               .string();
     // O_EXCL: never write through a file (or link) that is already there; 0666 less the umask.
     fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd < 0 && errno != EEXIST) break;
   }
   if (fd < 0) {
-    return Error{cannot_write(path) + "cannot create a file in directory " + dir.string() + " (" + std::strerror(errno) + ")"};
+    return Error{cannot_write(path) + "cannot create a file in directory " + dir.string() + " (" +
+                 std::strerror(errno) + ")"};
   }
   const auto fail = [&](const char* what) {
     const std::string reason = std::strerror(errno);

@@ -25,7 +25,8 @@ std::vector<Point> cdf_points(std::span<const double> sorted, size_t max_points)
     // The steps of the empirical CDF: from 0 at the least value, up 1/n at each value.
     out.reserve(n + 1);
     out.push_back({sorted[0], 0.0});
-    for (size_t i = 0; i < n; ++i) out.push_back({sorted[i], static_cast<double>(i + 1) / static_cast<double>(n)});
+    for (size_t i = 0; i < n; ++i)
+      out.push_back({sorted[i], static_cast<double>(i + 1) / static_cast<double>(n)});
     return out;
   }
   out.reserve(max_points);
@@ -49,8 +50,8 @@ std::vector<Point> quantile_points(std::span<const Point> quantile_value, size_t
   return out;
 }
 
-ReducedSeries reduce_buckets(std::span<const BucketValue> rows, int64_t first, int64_t last,
-                             double width, size_t max_points) {
+ReducedSeries reduce_buckets(std::span<const BucketValue> rows, int64_t first, int64_t last, double width,
+                             size_t max_points) {
   assert(max_points >= 1);
   ReducedSeries out;
   if (last < first) return out;
@@ -92,8 +93,7 @@ int64_t sample_stride(int64_t n, int64_t max_items) {
   return std::max<int64_t>(1, (n + max_items - 1) / max_items);
 }
 
-nlohmann::json make_chart(const std::string& type, const std::string& x_title,
-                          const std::string& y_title) {
+nlohmann::json make_chart(const std::string& type, const std::string& x_title, const std::string& y_title) {
   return {{"type", type},
           {"x", {{"title", x_title}}},
           {"y", {{"title", y_title}}},
@@ -101,7 +101,10 @@ nlohmann::json make_chart(const std::string& type, const std::string& x_title,
 }
 
 nlohmann::json make_series(const std::string& label, int color, const std::string& draw) {
-  return {{"label", label}, {"color", color}, {"draw", draw}, {"x", nlohmann::json::array()},
+  return {{"label", label},
+          {"color", color},
+          {"draw", draw},
+          {"x", nlohmann::json::array()},
           {"y", nlohmann::json::array()}};
 }
 

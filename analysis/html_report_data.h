@@ -55,8 +55,8 @@ struct ReducedSeries {
   int64_t buckets_per_bin = 1;
 };
 // REQUIRES: rows sorted by bucket, each bucket at most once and in [first, last]; max_points >= 1.
-ReducedSeries reduce_buckets(std::span<const BucketValue> rows, int64_t first, int64_t last,
-                             double width, size_t max_points);
+ReducedSeries reduce_buckets(std::span<const BucketValue> rows, int64_t first, int64_t last, double width,
+                             size_t max_points);
 
 // The stride that keeps at most max_items of n items by taking every stride-th (from the first).
 int64_t sample_stride(int64_t n, int64_t max_items);
@@ -64,8 +64,7 @@ int64_t sample_stride(int64_t n, int64_t max_items);
 // Chart builders (see the top of html_report.js for the form).
 
 // A chart with a numeric x axis ("line": lines, steps and point clouds) or categories ("bar").
-nlohmann::json make_chart(const std::string& type, const std::string& x_title,
-                          const std::string& y_title);
+nlohmann::json make_chart(const std::string& type, const std::string& x_title, const std::string& y_title);
 
 // A series: label, palette colour, how it is drawn (line | dash | step | points | markers | bar).
 nlohmann::json make_series(const std::string& label, int color, const std::string& draw);

@@ -21,22 +21,26 @@ constexpr size_t kHistogramBins = 40;
 size_t kind_of(int64_t prefill, int64_t decode) { return decode == 0 ? 0 : prefill == 0 ? 1 : 2; }
 
 std::string missing_note(const ReportRun& run) {
-  return run.label() + " logged no iterations rows: rerun with --log iterations (the default with "
-                       "the unit, cpu and cuda backends)";
+  return run.label() +
+         " logged no iterations rows: rerun with --log iterations (the default with "
+         "the unit, cpu and cuda backends)";
 }
 
 // Every kind's points for one run, each kind sampled by its own stride.
 Status scatter_run(Database& db, const ReportRun& run, size_t index, bool several, nlohmann::json& chart) {
   std::array<int64_t, 3> count{};
-  Query n(db, "SELECT prefill_tokens, decode_tokens, count(*) FROM iterations WHERE run_id = ? "
-              "GROUP BY prefill_tokens = 0, decode_tokens = 0");
+  Query n(db,
+          "SELECT prefill_tokens, decode_tokens, count(*) FROM iterations WHERE run_id = ? "
+          "GROUP BY prefill_tokens = 0, decode_tokens = 0");
   if (!n.ok()) return n.error();
   n.bind(1, run.id);
   while (n.step()) count[kind_of(n.integer(0), n.integer(1))] += n.integer(2);
   std::array<int64_t, 3> stride{}, seen{};
   for (size_t k = 0; k < 3; ++k) stride[k] = sample_stride(count[k], kMaxScatterPoints);
   std::array<std::vector<Point>, 3> points;
-  Query q(db, "SELECT prefill_tokens, decode_tokens, duration FROM iterations WHERE run_id = ? ORDER BY replica, step");
+  Query q(db,
+          "SELECT prefill_tokens, decode_tokens, duration FROM iterations WHERE run_id = ? ORDER BY replica, "
+          "step");
   if (!q.ok()) return q.error();
   q.bind(1, run.id);
   while (q.step()) {
@@ -75,8 +79,9 @@ Status prediction_cards(Database& db, const std::vector<ReportRun>& runs, Sectio
   double lo = INFINITY, hi = -INFINITY;
   for (size_t i = 0; i < runs.size(); ++i) {
     if (!runs[i].measuring()) continue;
-    Query q(db, "SELECT duration, predicted FROM iterations WHERE run_id = ? AND predicted IS NOT NULL "
-                "AND duration > 0 ORDER BY replica, step");
+    Query q(db,
+            "SELECT duration, predicted FROM iterations WHERE run_id = ? AND predicted IS NOT NULL "
+            "AND duration > 0 ORDER BY replica, step");
     if (!q.ok()) return q.error();
     q.bind(1, runs[i].id);
     std::vector<Point> all;
@@ -143,7 +148,8 @@ Result<Section> iterations_section(Database& db, const std::vector<ReportRun>& r
   Section section{.title = "Iterations"};
   Card scatter{.title = "Iteration duration by batch tokens"};
   const bool all_unit = std::all_of(runs.begin(), runs.end(), [](const ReportRun& r) { return r.unit(); });
-  scatter.chart = make_chart("line", "batch tokens (prefill + decode)", std::string("duration (") + (all_unit ? "steps" : "ms") + ")");
+  scatter.chart = make_chart("line", "batch tokens (prefill + decode)",
+                             std::string("duration (") + (all_unit ? "steps" : "ms") + ")");
   scatter.chart["logToggle"] = true;
   std::string missing;
   for (size_t i = 0; i < runs.size(); ++i) {

@@ -18,8 +18,8 @@ namespace {
 struct Kind {
   const char* metric;  // as in the metrics and distributions tables
   const char* title;
-  const char* what;    // the x axis' quantity
-  const char* of;      // what the y axis counts
+  const char* what;  // the x axis' quantity
+  const char* of;    // what the y axis counts
 };
 
 constexpr std::array<Kind, 5> kKinds = {{
@@ -48,8 +48,9 @@ std::string with_commas(int64_t n) {
 }
 
 Status read_distributions(Database& db, int64_t run, RunCdfs& out) {
-  Query q(db, "SELECT metric, quantile, value FROM distributions WHERE run_id = ? "
-              "AND value IS NOT NULL ORDER BY metric, quantile");
+  Query q(db,
+          "SELECT metric, quantile, value FROM distributions WHERE run_id = ? "
+          "AND value IS NOT NULL ORDER BY metric, quantile");
   if (!q.ok()) return q.error();
   q.bind(1, run);
   std::map<std::string, std::vector<Point>> stored;  // (quantile, value)
@@ -62,8 +63,9 @@ Status read_distributions(Database& db, int64_t run, RunCdfs& out) {
 }
 
 Status read_requests(Database& db, int64_t run, RunCdfs& out) {
-  Query q(db, "SELECT arrival, scheduled, first_token, finished, output_tokens FROM requests "
-              "WHERE run_id = ? AND status = 'finished'");
+  Query q(db,
+          "SELECT arrival, scheduled, first_token, finished, output_tokens FROM requests "
+          "WHERE run_id = ? AND status = 'finished'");
   if (!q.ok()) return q.error();
   q.bind(1, run);
   std::vector<double> ttft, tpot, e2el, queue;
@@ -98,8 +100,9 @@ std::string missing(Database& db, const ReportRun& run, const std::string& metri
                  "database has none (it predates it); the ITL percentiles are in the summary table";
   }
   if (count_rows(db, "requests", run.id) == 0) {
-    return run.label() + " logged no requests rows (--log summary): rerun with --log requests (the "
-                         "default) or --log iterations for its latency distributions";
+    return run.label() +
+           " logged no requests rows (--log summary): rerun with --log requests (the "
+           "default) or --log iterations for its latency distributions";
   }
   return run.label() + " has no finished request with this latency";
 }
@@ -114,7 +117,8 @@ Result<Section> latency_section(Database& db, const std::vector<ReportRun>& runs
       if (Status s = read_distributions(db, runs[i].id, cdfs[i]); !s.ok()) return s.error();
     }
     bool need_requests = false;
-    for (const char* m : {"ttft", "tpot", "e2el", "queue"}) need_requests = need_requests || cdfs[i].points.count(m) == 0;
+    for (const char* m : {"ttft", "tpot", "e2el", "queue"})
+      need_requests = need_requests || cdfs[i].points.count(m) == 0;
     if (need_requests) {
       if (Status s = read_requests(db, runs[i].id, cdfs[i]); !s.ok()) return s.error();
     }
@@ -126,7 +130,8 @@ Result<Section> latency_section(Database& db, const std::vector<ReportRun>& runs
   Section section{.title = "Latency distributions"};
   for (const Kind& kind : kKinds) {
     Card card{.title = kind.title};
-    card.chart = make_chart("line", std::string(kind.what) + " (" + unit + ")", "fraction of " + std::string(kind.of));
+    card.chart =
+        make_chart("line", std::string(kind.what) + " (" + unit + ")", "fraction of " + std::string(kind.of));
     card.chart["logToggle"] = true;
     card.chart["y"]["min"] = 0;
     card.chart["y"]["max"] = 1;
@@ -140,7 +145,8 @@ Result<Section> latency_section(Database& db, const std::vector<ReportRun>& runs
       }
       std::vector<Point> points = it->second;
       for (Point& p : points) p.x *= runs[i].latency_scale();
-      nlohmann::json s = make_series(runs[i].label(), static_cast<int>(i), cdfs[i].steps[kind.metric] ? "step" : "line");
+      nlohmann::json s =
+          make_series(runs[i].label(), static_cast<int>(i), cdfs[i].steps[kind.metric] ? "step" : "line");
       add_points(s, points);
       card.chart["series"].push_back(std::move(s));
       sources += (sources.empty() ? "" : "; ") + (runs.size() > 1 ? runs[i].label() + ": " : "") +

@@ -110,9 +110,10 @@ size_t chart_count(const Page& page) {
 }
 
 std::string render_page(const Page& page) {
-  std::string out = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
-                    "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-                    "<meta name=\"generator\" content=\"servesim " SERVESIM_VERSION "\">\n";
+  std::string out =
+      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+      "<meta name=\"generator\" content=\"servesim " SERVESIM_VERSION "\">\n";
   out += "<title>" + escape_html(page.title) + "</title>\n<style>" + std::string(kStyle) + "</style>\n";
   // The report's script goes first: it collects errors from everything after it (Chart.js
   // included), and builds the charts once the whole document is parsed.

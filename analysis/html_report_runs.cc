@@ -79,8 +79,9 @@ std::string id_ranges(const std::vector<int64_t>& ids) {
 
 Result<ReportRun> read_one(Database& db, int64_t id) {
   ReportRun r;
-  Query q(db, "SELECT id, name, status, error, policy, backend, hardware, model, workload, "
-              "replicas, tp, host, pid, started_at FROM runs WHERE id = ?");
+  Query q(db,
+          "SELECT id, name, status, error, policy, backend, hardware, model, workload, "
+          "replicas, tp, host, pid, started_at FROM runs WHERE id = ?");
   if (!q.ok()) return q.error();
   if (!q.bind(1, id).step()) return Error{"no run " + std::to_string(id) + " in " + db.path()};
   r.id = q.integer(0);
@@ -137,10 +138,11 @@ Card rejected_card(const std::vector<ReportRun>& runs) {
     s.erase("x");
     card.chart["series"].push_back(std::move(s));
   }
-  card.caption = "Requests that can never be served: a prompt at the model's context length "
-                 "(context_length), more KV blocks than a replica has (kv_capacity), a prompt over "
-                 "the iteration's token budget without chunking (batch_tokens), or a follow-up of a "
-                 "rejected request (parent).";
+  card.caption =
+      "Requests that can never be served: a prompt at the model's context length "
+      "(context_length), more KV blocks than a replica has (kv_capacity), a prompt over "
+      "the iteration's token budget without chunking (batch_tokens), or a follow-up of a "
+      "rejected request (parent).";
   return card;
 }
 

@@ -132,7 +132,8 @@ Table run_table(const std::vector<ReportRun>& runs, const std::vector<std::strin
   row("Status", [](const ReportRun& r) { return or_dash(r.status); });
   row("Policy", [](const ReportRun& r) { return or_dash(r.policy); });
   row("Backend", [](const ReportRun& r) { return or_dash(r.backend); });
-  row("Hardware", [](const ReportRun& r) { return or_dash(preset_display_name(r.hardware, PresetKind::kHardware)); });
+  row("Hardware",
+      [](const ReportRun& r) { return or_dash(preset_display_name(r.hardware, PresetKind::kHardware)); });
   row("Model", [](const ReportRun& r) { return or_dash(preset_display_name(r.model, PresetKind::kModel)); });
   row("Workload", [](const ReportRun& r) { return or_dash(r.workload); });
   row("Deployment", deployment);
@@ -145,7 +146,9 @@ Table run_table(const std::vector<ReportRun>& runs, const std::vector<std::strin
 
 // One run's latencies as vLLM prints them, compactly: a row per kind, a column per statistic.
 Table latency_matrix(const ReportRun& run, const std::vector<std::string>& names) {
-  Table t{.title = "Latency (" + run.latency_unit() + ")", .header = {"", "mean", "p50", "p90", "p99"}, .rows = {}};
+  Table t{.title = "Latency (" + run.latency_unit() + ")",
+          .header = {"", "mean", "p50", "p90", "p99"},
+          .rows = {}};
   for (const auto& [kind, word] : kLatencyKinds) {
     std::vector<std::string> row = {std::string(word)};
     bool any = false;
@@ -174,13 +177,19 @@ std::vector<Table> summary_tables(const std::vector<ReportRun>& runs) {
     }
   }
   const bool all_unit = std::all_of(runs.begin(), runs.end(), [](const ReportRun& r) { return r.unit(); });
-  const bool mixed_units = !all_unit && std::any_of(runs.begin(), runs.end(), [](const ReportRun& r) { return r.unit(); });
+  const bool mixed_units =
+      !all_unit && std::any_of(runs.begin(), runs.end(), [](const ReportRun& r) { return r.unit(); });
   Table metrics{.title = "Metrics", .header = header, .rows = {}};
-  Table latency{.title = std::string("Latency") + (mixed_units ? "" : all_unit ? " (steps)" : " (ms)"), .header = header, .rows = {}};
+  Table latency{.title = std::string("Latency") + (mixed_units ? ""
+                                                   : all_unit  ? " (steps)"
+                                                               : " (ms)"),
+                .header = header,
+                .rows = {}};
   for (const std::string& name : names) {
     if (std::find(std::begin(kDeployment), std::end(kDeployment), name) != std::end(kDeployment)) continue;
     if (std::string l = latency_label(name); !l.empty()) {
-      Rows{runs, latency}(l, [&](const ReportRun& r) { return cell(r, name, Format::kLatency, mixed_units); });
+      Rows{runs, latency}(l,
+                          [&](const ReportRun& r) { return cell(r, name, Format::kLatency, mixed_units); });
       continue;
     }
     std::string label = name;
@@ -216,7 +225,8 @@ std::vector<Banner> run_banners(const std::vector<ReportRun>& runs) {
       out.push_back({false, who + " is still running; the charts show what it has logged so far"});
     }
     if (r.metric("completed").value_or(0) <= 0 && r.status != "failed") {
-      out.push_back({true, who + " completed no requests (status " + or_dash(r.status) + "); there is no latency to chart" + error});
+      out.push_back({true, who + " completed no requests (status " + or_dash(r.status) +
+                               "); there is no latency to chart" + error});
     }
   }
   std::set<std::string> workloads;
@@ -231,8 +241,9 @@ std::vector<Banner> run_banners(const std::vector<ReportRun>& runs) {
   }
   const auto units = std::count_if(runs.begin(), runs.end(), [](const ReportRun& r) { return r.unit(); });
   if (units > 0 && units < static_cast<std::ptrdiff_t>(runs.size())) {
-    out.push_back({false, "Some of these runs use the unit backend, whose times are iterations (steps), "
-                          "not seconds: their latencies share no scale with the others'."});
+    out.push_back({false,
+                   "Some of these runs use the unit backend, whose times are iterations (steps), "
+                   "not seconds: their latencies share no scale with the others'."});
   }
   return out;
 }

@@ -31,13 +31,18 @@ struct SweepPoint {
   std::string status, error;
   std::vector<Value> keys;  // one per swept key
   std::map<std::string, double> metrics;
-  std::string name;         // "point 3: replicas=2, tp=4"
+  std::string name;  // "point 3: replicas=2, tp=4"
 };
 
-constexpr const char* kCharted[][2] = {{"ttft_p99", "p99 TTFT"}, {"tpot_p99", "p99 TPOT"}, {"e2el_p99", "p99 E2E latency"},
-                                       {"request_throughput", "Request throughput"}, {"output_throughput", "Output throughput"}};
+constexpr const char* kCharted[][2] = {{"ttft_p99", "p99 TTFT"},
+                                       {"tpot_p99", "p99 TPOT"},
+                                       {"e2el_p99", "p99 E2E latency"},
+                                       {"request_throughput", "Request throughput"},
+                                       {"output_throughput", "Output throughput"}};
 
-bool is_latency(const std::string& m) { return m.rfind("ttft", 0) == 0 || m.rfind("tpot", 0) == 0 || m.rfind("e2el", 0) == 0; }
+bool is_latency(const std::string& m) {
+  return m.rfind("ttft", 0) == 0 || m.rfind("tpot", 0) == 0 || m.rfind("e2el", 0) == 0;
+}
 
 Result<std::vector<SweepPoint>> read_points(Database& db, const StoredSweep& sweep) {
   std::string sql = "SELECT point, status, run_id, error";
@@ -65,8 +70,9 @@ Result<std::vector<SweepPoint>> read_points(Database& db, const StoredSweep& swe
     }
     out.push_back(std::move(p));
   }
-  Query m(db, "SELECT p.point, m.name, m.value FROM sweep_points p JOIN metrics m ON m.run_id = p.run_id "
-              "WHERE p.sweep_id = ? AND m.value IS NOT NULL");
+  Query m(db,
+          "SELECT p.point, m.name, m.value FROM sweep_points p JOIN metrics m ON m.run_id = p.run_id "
+          "WHERE p.sweep_id = ? AND m.value IS NOT NULL");
   if (!m.ok()) return m.error();
   m.bind(1, sweep.id);
   std::map<int64_t, SweepPoint*> by_point;
@@ -76,18 +82,22 @@ Result<std::vector<SweepPoint>> read_points(Database& db, const StoredSweep& swe
 }
 
 Table points_table(const StoredSweep& sweep, const std::vector<SweepPoint>& points) {
-  Table t{.title = std::string(sweep.kind == "search" ? "Search " : "Sweep ") + std::to_string(sweep.id) + " points",
-          .header = {"point"}, .rows = {}};
+  Table t{.title = std::string(sweep.kind == "search" ? "Search " : "Sweep ") + std::to_string(sweep.id) +
+                   " points",
+          .header = {"point"},
+          .rows = {}};
   for (const std::string& k : sweep.keys) t.header.push_back(k);
   t.header.insert(t.header.end(), {"status", "run"});
   std::vector<std::string> shown;
   for (const std::string& m : sweep_table_metrics()) {
-    if (std::any_of(points.begin(), points.end(), [&](const SweepPoint& p) { return p.metrics.count(m) != 0; })) {
+    if (std::any_of(points.begin(), points.end(),
+                    [&](const SweepPoint& p) { return p.metrics.count(m) != 0; })) {
       shown.push_back(m);
       t.header.push_back(is_latency(m) ? m + " (ms)" : m);
     }
   }
-  const bool errors = std::any_of(points.begin(), points.end(), [](const SweepPoint& p) { return !p.error.empty(); });
+  const bool errors =
+      std::any_of(points.begin(), points.end(), [](const SweepPoint& p) { return !p.error.empty(); });
   if (errors) t.header.push_back("error");
   for (const SweepPoint& p : points) {
     std::vector<std::string> row = {std::to_string(p.point)};
@@ -123,20 +133,21 @@ std::vector<Slo> read_slos(const std::string& spec) {
       const size_t us = k.find('_');
       const std::optional<double> bound = v.value<double>();
       if (us == std::string::npos || !bound) continue;
-      out.push_back({k.substr(us + 1) + "_" + k.substr(0, us), "SLO " + k + " \u2264 " + format_number(*bound * 1000) + " ms", *bound * 1000});
+      out.push_back({k.substr(us + 1) + "_" + k.substr(0, us),
+                     "SLO " + k + " \u2264 " + format_number(*bound * 1000) + " ms", *bound * 1000});
     }
   }
   if (const toml::table* goodput = t["fixed"]["goodput"].as_table()) {
     for (const auto& [key, v] : *goodput) {
       const std::string k(key.str());
       if (const std::optional<double> ms = v.value<double>()) {
-        out.push_back({k + "_p99", "goodput SLO " + k + " \u2264 " + format_number(*ms) + " ms (per request)", *ms});
+        out.push_back(
+            {k + "_p99", "goodput SLO " + k + " \u2264 " + format_number(*ms) + " ms (per request)", *ms});
       }
     }
   }
   return out;
 }
-
 
 // The x axis: the key with the most distinct numbers (the first of those, on a tie), else the
 // first key whose values differ (as categories).
@@ -184,7 +195,9 @@ nlohmann::json point_series(const std::string& label, int color, const std::stri
 Card metric_card(const std::string& metric, const std::string& title, const StoredSweep& sweep,
                  const std::vector<SweepPoint>& points, const XAxis& x, const std::vector<Slo>& slos) {
   const double scale = is_latency(metric) ? 1000 : 1;
-  const std::string unit = is_latency(metric) ? " (ms)" : metric == "request_throughput" ? " (req/s)" : " (tok/s)";
+  const std::string unit = is_latency(metric)               ? " (ms)"
+                           : metric == "request_throughput" ? " (req/s)"
+                                                            : " (tok/s)";
   Card card{.title = title + " against " + sweep.keys[x.key]};
   card.chart = make_chart("line", sweep.keys[x.key], title + unit);
   if (!x.numeric) card.chart["x"]["ticks"] = x.labels;
@@ -199,7 +212,8 @@ Card metric_card(const std::string& metric, const std::string& title, const Stor
     if (it == p.metrics.end()) continue;
     std::string group;
     for (size_t k = 0; k < sweep.keys.size(); ++k) {
-      if (k != x.key) group += (group.empty() ? "" : ", ") + sweep.keys[k] + "=" + (p.keys[k].null ? "-" : p.keys[k].text);
+      if (k != x.key)
+        group += (group.empty() ? "" : ", ") + sweep.keys[k] + "=" + (p.keys[k].null ? "-" : p.keys[k].text);
     }
     if (members.count(group) == 0) groups.push_back(group);
     const double xv = x_of(x, p);
@@ -208,7 +222,8 @@ Card metric_card(const std::string& metric, const std::string& title, const Stor
     hi = std::max(hi, xv);
   }
   for (size_t g = 0; g < groups.size(); ++g) {
-    card.chart["series"].push_back(point_series(groups[g].empty() ? title : groups[g], static_cast<int>(g), "markers", members[groups[g]]));
+    card.chart["series"].push_back(point_series(groups[g].empty() ? title : groups[g], static_cast<int>(g),
+                                                "markers", members[groups[g]]));
   }
   if (groups.empty()) {
     card.note = "No point of this sweep recorded " + metric + " (failed points, or no request completed).";
@@ -231,7 +246,8 @@ Card metric_card(const std::string& metric, const std::string& title, const Stor
 // Cost against p99 TTFT; the frontier: the points no other point beats on both.
 Card pareto_card(const std::vector<SweepPoint>& points) {
   Card card{.title = "Cost vs latency: Pareto frontier"};
-  const bool cost = std::any_of(points.begin(), points.end(), [](const SweepPoint& p) { return p.metrics.count("cost_per_hour") != 0; });
+  const bool cost = std::any_of(points.begin(), points.end(),
+                                [](const SweepPoint& p) { return p.metrics.count("cost_per_hour") != 0; });
   const std::string x_metric = cost ? "cost_per_hour" : "gpus";
   std::vector<std::pair<Point, const SweepPoint*>> all;
   for (const SweepPoint& p : points) {
@@ -252,19 +268,24 @@ Card pareto_card(const std::vector<SweepPoint>& points) {
   card.chart = make_chart("line", cost ? "cost (USD/hour)" : "GPUs", "p99 TTFT (ms)");
   card.chart["series"].push_back(point_series("Pareto frontier", 3, "markers", frontier));
   card.chart["series"].push_back(point_series("points", 7, "points", all));
-  card.caption = "Each point one configuration of the sweep; the frontier joins those that no cheaper "
-                 "configuration beats on p99 TTFT." + std::string(cost ? "" : " (No cost in the hardware files: x is the GPU count.)");
+  card.caption =
+      "Each point one configuration of the sweep; the frontier joins those that no cheaper "
+      "configuration beats on p99 TTFT." +
+      std::string(cost ? "" : " (No cost in the hardware files: x is the GPU count.)");
   return card;
 }
 
-Section sweep_charts(const StoredSweep& sweep, const std::vector<SweepPoint>& points, const std::vector<Slo>& slos) {
+Section sweep_charts(const StoredSweep& sweep, const std::vector<SweepPoint>& points,
+                     const std::vector<Slo>& slos) {
   Section section{.title = "Key metrics"};
   const std::optional<XAxis> x = choose_x(sweep, points);
   if (!x) {
-    section.cards.push_back(Card{.title = "Key metrics", .note = "This sweep recorded no points with swept values to chart."});
+    section.cards.push_back(
+        Card{.title = "Key metrics", .note = "This sweep recorded no points with swept values to chart."});
     return section;
   }
-  for (const auto& [metric, title] : kCharted) section.cards.push_back(metric_card(metric, title, sweep, points, *x, slos));
+  for (const auto& [metric, title] : kCharted)
+    section.cards.push_back(metric_card(metric, title, sweep, points, *x, slos));
   section.cards.push_back(pareto_card(points));
   return section;
 }
@@ -278,14 +299,21 @@ Result<Page> sweep_page(Database& db, std::optional<int64_t> sweep_id) {
   Result<std::vector<SweepPoint>> points = read_points(db, sweep);
   if (!points.ok()) return points.error();
   Page page;
-  page.title = "servesim report: " + std::string(sweep.kind == "search" ? "search " : "sweep ") + std::to_string(sweep.id) +
-               (sweep.name.empty() ? "" : " (" + sweep.name + ")");
+  page.title = "servesim report: " + std::string(sweep.kind == "search" ? "search " : "sweep ") +
+               std::to_string(sweep.id) + (sweep.name.empty() ? "" : " (" + sweep.name + ")");
   page.subtitle = "Database " + db.path() + "; servesim " SERVESIM_VERSION "; " + std::to_string(points.value().size()) +
                   " of " + std::to_string(sweep.points) + " points recorded; swept: " +
                   (sweep.keys.empty() ? std::string("-") : [&] { std::string s; for (const auto& k : sweep.keys) s += (s.empty() ? "" : ", ") + k; return s; }()) + ".";
-  if (sweep.status != "done") page.banners.push_back({sweep.status == "failed", "The sweep's status is " + sweep.status + ": some points may be missing."});
-  const auto failed = std::count_if(points.value().begin(), points.value().end(), [](const SweepPoint& p) { return p.status != "done"; });
-  if (failed > 0) page.banners.push_back({false, std::to_string(failed) + " point(s) did not complete; the table gives their errors, and the charts leave them out."});
+  if (sweep.status != "done")
+    page.banners.push_back({sweep.status == "failed",
+                            "The sweep's status is " + sweep.status + ": some points may be missing."});
+  const auto failed = std::count_if(points.value().begin(), points.value().end(),
+                                    [](const SweepPoint& p) { return p.status != "done"; });
+  if (failed > 0)
+    page.banners.push_back(
+        {false,
+         std::to_string(failed) +
+             " point(s) did not complete; the table gives their errors, and the charts leave them out."});
   page.tables.push_back(points_table(sweep, points.value()));
   page.sections.push_back(sweep_charts(sweep, points.value(), read_slos(sweep.spec)));
   return page;

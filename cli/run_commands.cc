@@ -87,13 +87,15 @@ int report_command(const std::vector<std::string>& args, std::ostream& out, std:
   if (auto done = parse(c, args, o, vm, out, err)) return *done;
   Result<ReportFormat> format = parse_report_format(vm["format"].as<std::string>());
   if (!format.ok()) return finish(c, Error{"--format: " + format.error().message}, err);
-  const std::vector<int64_t> runs = vm.count("run") ? vm["run"].as<std::vector<int64_t>>() : std::vector<int64_t>{};
+  const std::vector<int64_t> runs =
+      vm.count("run") ? vm["run"].as<std::vector<int64_t>>() : std::vector<int64_t>{};
   if (vm.count("sweep") != 0 && !runs.empty()) return finish(c, Error{"give --run or --sweep, not both"}, err);
   if (vm.count("html") != 0) {
     if (format.value() != ReportFormat::kText) {
-      return finish(c, Error{"--html writes a page; --format " + vm["format"].as<std::string>() + " does not apply to it"}, err);
+      const std::string f = vm["format"].as<std::string>();
+      return finish(c, Error{"--html writes a page; --format " + f + " does not apply to it"}, err);
     }
-    HtmlReportOptions html{.db_path = vm["db"].as<std::string>(), .run_ids = runs, .sweep_id = std::nullopt,
+    HtmlReportOptions html{.db_path = vm["db"].as<std::string>(), .run_ids = runs,
                            .out_path = vm["html"].as<std::string>()};
     if (vm.count("sweep") != 0) html.sweep_id = vm["sweep"].as<int64_t>();
     return finish(c, write_html_report(html, out), err);

@@ -157,18 +157,27 @@ class HtmlReport : public ::testing::Test {
                   int requests = 20, const std::string& error = "") {
     auto db = Database::open(db_path_);
     EXPECT_TRUE(db.ok()) << db.error().message;
-    const int64_t id = db.value()->begin_run(RunInfo{.name = name, .policy = "continuous", .backend = "roofline", .workload = workload}).value();
+    const int64_t id =
+        db.value()
+            ->begin_run(
+                RunInfo{.name = name, .policy = "continuous", .backend = "roofline", .workload = workload})
+            .value();
     std::string sql = "BEGIN;";
     for (int i = 0; i < requests; ++i) {
       const double a = i * 0.1;
-      sql += "INSERT INTO requests(run_id, id, replica, arrival, scheduled, first_token, finished, prompt_tokens, "
-             "output_tokens, status) VALUES (" + std::to_string(id) + ", 'r" + std::to_string(i) + "', 0, " +
-             std::to_string(a) + ", " + std::to_string(a + 0.001) + ", " + std::to_string(a + 0.01 * (i + 1)) + ", " +
-             std::to_string(a + 1) + ", 100, 10, 'finished');";
+      sql +=
+          "INSERT INTO requests(run_id, id, replica, arrival, scheduled, first_token, finished, "
+          "prompt_tokens, "
+          "output_tokens, status) VALUES (" +
+          std::to_string(id) + ", 'r" + std::to_string(i) + "', 0, " + std::to_string(a) + ", " +
+          std::to_string(a + 0.001) + ", " + std::to_string(a + 0.01 * (i + 1)) + ", " +
+          std::to_string(a + 1) + ", 100, 10, 'finished');";
     }
-    sql += "INSERT INTO metrics VALUES (" + std::to_string(id) + ", 'completed', " + std::to_string(requests) + ");";
+    sql += "INSERT INTO metrics VALUES (" + std::to_string(id) + ", 'completed', " +
+           std::to_string(requests) + ");";
     sql += "INSERT INTO metrics VALUES (" + std::to_string(id) + ", 'rejected', 0);";
-    sql += "UPDATE runs SET status = '" + status + "', error = " + (error.empty() ? "NULL" : "'" + error + "'") +
+    sql += "UPDATE runs SET status = '" + status +
+           "', error = " + (error.empty() ? "NULL" : "'" + error + "'") +
            " WHERE id = " + std::to_string(id) + "; COMMIT;";
     EXPECT_TRUE(db.value()->exec(sql.c_str()).ok()) << db.value()->error_message();
     return id;
@@ -226,7 +235,8 @@ TEST_F(HtmlReport, UnwritableDirectoryIsAnErrorNamingIt) {
     fs::permissions(ro, fs::perms::owner_read | fs::perms::owner_exec);
     s = report({.out_path = (ro / "report.html").string()});
     ASSERT_FALSE(s.ok());
-    EXPECT_NE(s.error().message.find(ro.string() + " is not writable"), std::string::npos) << s.error().message;
+    EXPECT_NE(s.error().message.find(ro.string() + " is not writable"), std::string::npos)
+        << s.error().message;
     fs::permissions(ro, fs::perms::owner_all);
     EXPECT_TRUE(fs::is_empty(ro));
   }
@@ -267,7 +277,8 @@ TEST_F(HtmlReport, AFailedRunGivesAPageThatSaysSo) {
   add_run("broken", "w.toml", "failed", 0, "the model does not fit in a100-40gb");
   ASSERT_TRUE(report({}).ok());
   const std::string p = page();
-  EXPECT_NE(p.find("<div class=\"banner alert\">This run failed: the model does not fit in a100-40gb</div>"), std::string::npos);
+  EXPECT_NE(p.find("<div class=\"banner alert\">This run failed: the model does not fit in a100-40gb</div>"),
+            std::string::npos);
   EXPECT_NE(p.find("No request was rejected."), std::string::npos);
   EXPECT_NE(p.find("id=\"servesim-selfcheck\""), std::string::npos);
   EXPECT_TRUE(data()["charts"].empty());  // no chart without data: no empty canvas
@@ -304,7 +315,8 @@ TEST_F(HtmlReport, RunsOfDifferentWorkloadsAreComparedWithAWarning) {
   ASSERT_TRUE(report({.run_ids = {1, 2}}).ok());
   const std::string p = page();
   EXPECT_NE(p.find("<div class=\"banner warning\">These runs serve different workloads (run 1: chat.toml; "
-                   "run 2: code.toml)"), std::string::npos);
+                   "run 2: code.toml)"),
+            std::string::npos);
   // One column per run, one CDF line per run.
   EXPECT_NE(p.find("<th>run 1</th><th>run 2</th>"), std::string::npos);
   EXPECT_EQ(data()["charts"][0]["series"].size(), 2u);
@@ -332,7 +344,8 @@ TEST_F(HtmlReport, ALongRunStaysWithinThePointBounds) {
   for (const auto& c : charts) {
     for (const auto& s : c["series"]) {
       const bool scatter = s["draw"] == "points";
-      ASSERT_LE(s["y"].size(), scatter ? static_cast<size_t>(html::kMaxScatterPoints) : html::kMaxSeriesPoints);
+      ASSERT_LE(s["y"].size(),
+                scatter ? static_cast<size_t>(html::kMaxScatterPoints) : html::kMaxSeriesPoints);
       if (scatter) scatter_points += s["y"].size();
       const bool total = s["label"].get<std::string>().ends_with(", total");  // a two-point line
       if (c["x"]["title"].get<std::string>().find("time") == 0 && !total) {
@@ -360,7 +373,10 @@ namespace {
 class HtmlReportCli : public Cli {};
 
 TEST_F(HtmlReportCli, WritesAPageOfARealRun) {
-  ASSERT_EQ(sim({"--backend", "unit", "--policy", "continuous", "--trace", kData + "/workloads/seed-toy.toml"}).status, 0);
+  ASSERT_EQ(
+      sim({"--backend", "unit", "--policy", "continuous", "--trace", kData + "/workloads/seed-toy.toml"})
+          .status,
+      0);
   const Outcome o = sim({"report", "--html", "r.html"});
   ASSERT_EQ(o.status, 0) << o.output;
   EXPECT_NE(o.output.find("Wrote r.html"), std::string::npos) << o.output;
