@@ -322,6 +322,39 @@ TEST_F(HtmlReport, RunsOfDifferentWorkloadsAreComparedWithAWarning) {
   EXPECT_EQ(data()["charts"][0]["series"].size(), 2u);
 }
 
+TEST_F(HtmlReport, StoredDistributionsAreUsedForEveryCdfIncludingItl) {
+  const int64_t id = add_run("d", "w.toml", "done", 50);
+  auto db = Database::open(db_path_);
+  ASSERT_TRUE(db.ok());
+  // As the distributions table is specified (IF NOT EXISTS: newer schemas create it themselves).
+  std::string sql =
+      "CREATE TABLE IF NOT EXISTS distributions(run_id INTEGER, metric TEXT, quantile REAL, value REAL);"
+      "BEGIN;";
+  for (int i = 0; i <= 1000; ++i) {
+    for (const char* m : {"itl", "ttft"}) {
+      sql += "INSERT INTO distributions(run_id, metric, quantile, value) VALUES (" + std::to_string(id) +
+             ", '" + m + "', " + std::to_string(i / 1000.0) + ", " + std::to_string(0.002 * i) + ");";
+    }
+  }
+  ASSERT_TRUE(db.value()->exec((sql + "COMMIT;").c_str()).ok()) << db.value()->error_message();
+  db.value().reset();
+  ASSERT_TRUE(report({}).ok());
+  const std::string p = page();
+  EXPECT_EQ(p.find("ITL is measured per token gap"), std::string::npos);  // no note: a chart
+  const nlohmann::json charts = data()["charts"];
+  ASSERT_EQ(charts.size(), 5u);  // TTFT, TPOT, ITL, E2EL, queue (no timeline or iterations rows)
+  // TTFT and ITL: the stored quantiles (values up to 2 s), cut to 500; TPOT: from the requests.
+  for (const int c : {0, 2}) {
+    const nlohmann::json& s = charts[c]["series"][0];
+    EXPECT_EQ(s["x"].size(), html::kMaxCdfPoints);
+    EXPECT_EQ(s["x"].back(), 2000.0);  // milliseconds
+    EXPECT_EQ(s["y"].back(), 1.0);
+  }
+  EXPECT_NE(p.find("Inter-token latency (ITL)"), std::string::npos);
+  EXPECT_NE(p.find("(from stored quantiles, drawn at up to 500 quantiles)"), std::string::npos);
+  EXPECT_NE(p.find("(from 50 requests, drawn at up to 500 quantiles)"), std::string::npos);
+}
+
 TEST_F(HtmlReport, ALongRunStaysWithinThePointBounds) {
   const int64_t id = add_run("long", "w.toml", "done", 3000);
   auto db = Database::open(db_path_);
