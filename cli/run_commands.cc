@@ -9,6 +9,7 @@
 
 #include "analysis/calibrate.h"
 #include "analysis/compare.h"
+#include "analysis/html_report.h"
 #include "analysis/report.h"
 #include "analysis/sweep_report.h"
 #include "analysis/validate.h"
@@ -25,11 +26,16 @@ struct Command {
   const char* usage;  // the usage line and what the command does
 };
 
-po::options_description read_options(const Command& c) {
+// many_runs: --run may be repeated (`sim report --html` compares runs).
+po::options_description read_options(const Command& c, bool many_runs = false) {
   po::options_description o(std::string("Options of `sim ") + c.name + "`");
+  po::value_semantic* run = many_runs
+      ? static_cast<po::value_semantic*>(po::value<std::vector<int64_t>>()->value_name("ID")->composing())
+      : po::value<int64_t>()->value_name("ID");
   o.add_options()("db", po::value<std::string>()->default_value("sim.db")->value_name("FILE"),
                   "database to read")(
-      "run", po::value<int64_t>()->value_name("ID"), "run id (default: the latest run)")(
+      "run", run, many_runs ? "run id (default: the latest run); repeat to compare runs (--html)"
+                            : "run id (default: the latest run)")(
       "help,h", "show this help");
   return o;
 }
@@ -70,15 +76,19 @@ int report_command(const std::vector<std::string>& args, std::ostream& out, std:
   const Command c{"report",
                   "Usage: sim report [--db FILE] [--run ID | --sweep [ID]] [--format text|json|csv|vllm-json]\n"
                   "                  [--metric-percentiles 25,50,99]\n"
-                  "Prints a logged run's summary metrics, or a sweep's or search's table.\n"
-                  "--format vllm-json writes the run as `vllm bench serve --save-result` does.\n"};
-  po::options_description o = read_options(c);
+                  "       sim report [--db FILE] [--run ID ... | --sweep [ID]] --html FILE\n"
+                  "Prints a logged run's summary metrics, or a sweep's or search's table; with --html,\n"
+                  "writes one self-contained page of charts (opens offline) for a run, several runs\n"
+                  "compared (--run 3 --run 7), or a sweep. --format vllm-json writes the run as\n"
+                  "`vllm bench serve --save-result` does.\n"};
+  po::options_description o = read_options(c, /*many_runs=*/true);
   o.add_options()("format", po::value<std::string>()->default_value("text")->value_name("FMT"),
                   "text | json | csv | vllm-json")(
       "metric-percentiles", po::value<std::string>()->value_name("LIST"),
       "percentiles printed (text, vllm-json) as vLLM bench's: 25,50,99 (default: the run's own, else 90,99; vllm-json 99)")(
       "sweep", po::value<int64_t>()->implicit_value(0)->value_name("ID"),
-      "a sweep's or search's table (default: the latest)");
+      "a sweep's or search's table (default: the latest)")(
+      "html", po::value<std::string>()->value_name("FILE"), "write an HTML report with charts to FILE");
   po::variables_map vm;
   if (auto done = parse(c, args, o, vm, out, err)) return *done;
   Result<ReportFormat> format = parse_report_format(vm["format"].as<std::string>());
@@ -89,8 +99,21 @@ int report_command(const std::vector<std::string>& args, std::ostream& out, std:
     if (!p.ok()) return finish(c, Error{"--metric-percentiles: " + p.error().message}, err);
     percentiles = p.value();
   }
+  const std::vector<int64_t> runs =
+      vm.count("run") ? vm["run"].as<std::vector<int64_t>>() : std::vector<int64_t>{};
+  if (vm.count("sweep") != 0 && !runs.empty()) return finish(c, Error{"give --run or --sweep, not both"}, err);
+  if (vm.count("html") != 0) {
+    if (format.value() != ReportFormat::kText) {
+      const std::string f = vm["format"].as<std::string>();
+      return finish(c, Error{"--html writes a page; --format " + f + " does not apply to it"}, err);
+    }
+    HtmlReportOptions html{.db_path = vm["db"].as<std::string>(), .run_ids = runs,
+                           .out_path = vm["html"].as<std::string>()};
+    if (vm.count("sweep") != 0) html.sweep_id = vm["sweep"].as<int64_t>();
+    return finish(c, write_html_report(html, out), err);
+  }
+  if (runs.size() > 1) return finish(c, Error{"give one --run, or use --html / sim compare"}, err);
   if (vm.count("sweep") != 0) {
-    if (vm.count("run") != 0) return finish(c, Error{"give --run or --sweep, not both"}, err);
     if (format.value() == ReportFormat::kVllmJson) {
       return finish(c, Error{"--format vllm-json describes one run; give --run ID (a sweep's runs are in sim list runs)"}, err);
     }
@@ -100,7 +123,8 @@ int report_command(const std::vector<std::string>& args, std::ostream& out, std:
                                         format.value(), out),
                   err);
   }
-  return finish(c, print_report(vm["db"].as<std::string>(), run_id(vm), format.value(), out, percentiles), err);
+  const std::optional<int64_t> run = runs.empty() ? std::nullopt : std::optional<int64_t>(runs[0]);
+  return finish(c, print_report(vm["db"].as<std::string>(), run, format.value(), out, percentiles), err);
 }
 
 int compare_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
