@@ -113,6 +113,18 @@ std::string kv_cache(const ReportRun& r) {
 
 std::string or_dash(const std::string& s) { return s.empty() ? "-" : s; }
 
+// The relative difference of run r's metric from the first run's, as " (+12.34%)"; "" when either
+// lacks it, for the first run, or when the first is 0 (" (+0)" when both are).
+std::string relative_to_first(const std::vector<ReportRun>& runs, const ReportRun& r, const std::string& name) {
+  if (&r == &runs.front()) return "";
+  const std::optional<double> a = runs.front().metric(name), b = r.metric(name);
+  if (!a || !b) return "";
+  if (*a == 0) return *b == 0 ? " (+0)" : "";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, " (%+.2f%%)", 100 * (*b - *a) / *a);
+  return buf;
+}
+
 // Rows of a table with a column per run: row(label, cell of a run).
 struct Rows {
   const std::vector<ReportRun>& runs;
@@ -188,8 +200,9 @@ std::vector<Table> summary_tables(const std::vector<ReportRun>& runs) {
   for (const std::string& name : names) {
     if (std::find(std::begin(kDeployment), std::end(kDeployment), name) != std::end(kDeployment)) continue;
     if (std::string l = latency_label(name); !l.empty()) {
-      Rows{runs, latency}(l,
-                          [&](const ReportRun& r) { return cell(r, name, Format::kLatency, mixed_units); });
+      Rows{runs, latency}(l, [&](const ReportRun& r) {
+        return cell(r, name, Format::kLatency, mixed_units) + relative_to_first(runs, r, name);
+      });
       continue;
     }
     std::string label = name;
@@ -201,9 +214,17 @@ std::vector<Table> summary_tables(const std::vector<ReportRun>& runs) {
       }
     }
     if (all_unit) label = replace_all(replace_all(label, "(s)", "(steps)"), "/s)", "/step)");
-    Rows{runs, metrics}(label, [&](const ReportRun& r) { return cell(r, name, format, mixed_units); });
+    Rows{runs, metrics}(label, [&](const ReportRun& r) {
+      return cell(r, name, format, mixed_units) + (format == Format::kFlag ? "" : relative_to_first(runs, r, name));
+    });
   }
   metrics.footnote = "As `vllm bench serve` defines them; `sim report` prints the same.";
+  if (runs.size() > 1) {
+    const std::string first = std::to_string(runs.front().id);
+    metrics.footnote += " In parentheses: the difference from run " + first +
+                        ", relative (`sim compare` gives it absolute too).";
+    latency.footnote = "In parentheses: the difference from run " + first + ", relative.";
+  }
   out.push_back(std::move(metrics));
   if (runs.size() == 1) latency = latency_matrix(runs[0], names);
   if (!latency.rows.empty()) out.push_back(std::move(latency));

@@ -322,6 +322,18 @@ TEST_F(HtmlReport, RunsOfDifferentWorkloadsAreComparedWithAWarning) {
   EXPECT_EQ(data()["charts"][0]["series"].size(), 2u);
 }
 
+// Compared runs: each run after the first shows its difference from the first, relative.
+TEST_F(HtmlReport, ComparedRunsShowTheirDifferenceFromTheFirst) {
+  add_run("a", "w.toml", "done", 20);
+  add_run("b", "w.toml", "done", 30);
+  ASSERT_TRUE(report({.run_ids = {1, 2}}).ok());
+  const std::string p = page();
+  EXPECT_NE(p.find("<td>Successful requests</td><td>20</td><td>30 (+50.00%)</td>"), std::string::npos) << p.substr(0, 4000);
+  EXPECT_NE(p.find("In parentheses: the difference from run 1"), std::string::npos);
+  ASSERT_TRUE(report({.run_ids = {2, 1}}).ok());
+  EXPECT_NE(page().find("<td>Successful requests</td><td>30</td><td>20 (-33.33%)</td>"), std::string::npos);
+}
+
 TEST_F(HtmlReport, StoredDistributionsAreUsedForEveryCdfIncludingItl) {
   const int64_t id = add_run("d", "w.toml", "done", 50);
   auto db = Database::open(db_path_);
