@@ -13,3 +13,7 @@ echo
 echo "servesim: installed $(command -v sim). Running the example:"
 echo "  sim --policy continuous --trace pareto.toml"
 sim --policy continuous --trace pareto.toml
+echo
+echo "servesim: and its charts, in one page that opens offline:"
+echo "  sim report --html report.html"
+sim report --html report.html
