@@ -80,8 +80,8 @@ def main():
             for _ in range(a.repeat):
                 for label, c in variants:
                     r = run_once(c)
+                    size = db_megabytes(db)  # and removes it: each run starts a new database
                     best[label] = min(best.get(label, r), r)
-            size = db_megabytes(db)
             for label, _ in variants:
                 wall, cpu, rss = best[label]
                 print(f"{n:>10} {a.replicas:>8} {wall:>8.2f} {cpu:>8.2f} {rss:>8.0f} {size:>8.1f}{label}", flush=True)
