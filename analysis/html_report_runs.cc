@@ -47,8 +47,8 @@ int64_t count_rows(Database& db, const std::string& table, int64_t run_id) {
 std::string format_number(double v) {
   char buf[64];
   if (!std::isfinite(v)) return v > 0 ? "inf" : v < 0 ? "-inf" : "-";
-  if (v == std::floor(v) && std::fabs(v) < 1e15) {
-    std::snprintf(buf, sizeof buf, "%.0f", v);
+  if ((v == std::floor(v) || std::fabs(v) >= 1e4) && std::fabs(v) < 1e15) {
+    std::snprintf(buf, sizeof buf, "%.0f", v);  // 11420, not 1.142e+04
   } else {
     std::snprintf(buf, sizeof buf, "%.4g", v);
   }

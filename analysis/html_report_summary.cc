@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <set>
 
 #include "analysis/html_report_sections.h"
@@ -156,15 +157,32 @@ Table run_table(const std::vector<ReportRun>& runs, const std::vector<std::strin
   return t;
 }
 
-// One run's latencies as vLLM prints them, compactly: a row per kind, a column per statistic.
+// One run's latencies compactly: a row per kind; a column for the mean, the std and each stored
+// percentile (the standard ones and any --metric-percentiles), ascending.
 Table latency_matrix(const ReportRun& run, const std::vector<std::string>& names) {
-  Table t{.title = "Latency (" + run.latency_unit() + ")",
-          .header = {"", "mean", "p50", "p90", "p99"},
-          .rows = {}};
+  std::vector<std::pair<double, std::string>> percentiles;  // (p, "_p99.9")
+  for (const std::string& name : names) {
+    for (const auto& [kind, word] : kLatencyKinds) {
+      const std::string prefix = std::string(kind) + "_p";
+      if (name.rfind(prefix, 0) != 0) continue;
+      char* end = nullptr;
+      const double p = std::strtod(name.c_str() + prefix.size(), &end);
+      if (*end != '\0') continue;
+      const std::string suffix = name.substr(kind.size());
+      if (std::find(percentiles.begin(), percentiles.end(), std::pair(p, suffix)) == percentiles.end()) {
+        percentiles.emplace_back(p, suffix);
+      }
+    }
+  }
+  std::sort(percentiles.begin(), percentiles.end());
+  std::vector<std::string> stats = {"_mean", "_std"};
+  for (const auto& [p, suffix] : percentiles) stats.push_back(suffix);
+  Table t{.title = "Latency (" + run.latency_unit() + ")", .header = {""}, .rows = {}};
+  for (const std::string& stat : stats) t.header.push_back(stat.substr(1));
   for (const auto& [kind, word] : kLatencyKinds) {
     std::vector<std::string> row = {std::string(word)};
     bool any = false;
-    for (const char* stat : {"_mean", "_p50", "_p90", "_p99"}) {
+    for (const std::string& stat : stats) {
       const std::string name = std::string(kind) + stat;
       any = any || std::find(names.begin(), names.end(), name) != names.end();
       row.push_back(cell(run, name, Format::kLatency, false));
