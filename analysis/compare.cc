@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <set>
@@ -236,7 +237,16 @@ Status print_run_list(const std::string& db_path, ReportFormat format, std::ostr
     const unsigned char* t = sqlite3_column_text(s, c);
     return t ? std::string(reinterpret_cast<const char*>(t)) : std::string();
   };
-  const auto num = [&](int c) { return sqlite3_column_type(s, c) == SQLITE_NULL ? std::optional<double>{} : sqlite3_column_double(s, c); };
+  // NULL as NaN (std::optional here trips GCC 12's -Wmaybe-uninitialized once inlined).
+  const double kNone = std::numeric_limits<double>::quiet_NaN();
+  const auto num = [&](int c) { return sqlite3_column_type(s, c) == SQLITE_NULL ? kNone : sqlite3_column_double(s, c); };
+  const auto json_number = [](double v) { return std::isnan(v) ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(v); };
+  const auto cell = [](double v, double scale, bool fixed) {
+    if (std::isnan(v)) return std::string("-");
+    char buf[64];
+    std::snprintf(buf, sizeof buf, fixed ? "%.2f" : "%.0f", v * scale);
+    return std::string(buf);
+  };
   while (sqlite3_step(s) == SQLITE_ROW) {
     nlohmann::ordered_json row;
     row["id"] = sqlite3_column_int64(s, 0);
@@ -246,9 +256,10 @@ Status print_run_list(const std::string& db_path, ReportFormat format, std::ostr
     row["pid"] = sqlite3_column_int64(s, 10);
     row["started_at"] = text(8);
     const std::string status = status_of(row);
-    const std::optional<double> completed = num(12), rejected = num(13), rate = num(14), ttft = num(15), tpot = num(16);
-    const std::optional<double> requests =
-        completed || rejected ? std::optional<double>(completed.value_or(0) + rejected.value_or(0)) : std::nullopt;
+    const double completed = num(12), rejected = num(13), rate = num(14), ttft = num(15), tpot = num(16);
+    const double requests = std::isnan(completed) && std::isnan(rejected)
+                                ? kNone
+                                : (std::isnan(completed) ? 0 : completed) + (std::isnan(rejected) ? 0 : rejected);
     const bool unit = text(4) == "unit";
     nlohmann::ordered_json j;
     j["id"] = row["id"];
@@ -258,19 +269,13 @@ Status print_run_list(const std::string& db_path, ReportFormat format, std::ostr
     j["backend"] = text(4);
     j["hardware"] = preset_display_name(text(5), PresetKind::kHardware);
     j["model"] = preset_display_name(text(6), PresetKind::kModel);
-    j["gpus"] = num(7) ? nlohmann::ordered_json(*num(7)) : nlohmann::ordered_json(nullptr);
-    j["requests"] = requests ? nlohmann::ordered_json(*requests) : nlohmann::ordered_json(nullptr);
-    j["request_throughput"] = rate ? nlohmann::ordered_json(*rate) : nlohmann::ordered_json(nullptr);
-    j["ttft_p99"] = ttft ? nlohmann::ordered_json(*ttft) : nlohmann::ordered_json(nullptr);
-    j["tpot_p99"] = tpot ? nlohmann::ordered_json(*tpot) : nlohmann::ordered_json(nullptr);
+    j["gpus"] = json_number(num(7));
+    j["requests"] = json_number(requests);
+    j["request_throughput"] = json_number(rate);
+    j["ttft_p99"] = json_number(ttft);
+    j["tpot_p99"] = json_number(tpot);
     j["started_at"] = text(8);
     j["error"] = text(11);
-    const auto cell = [](const std::optional<double>& v, double scale, bool fixed) {
-      if (!v) return std::string("-");
-      char buf[64];
-      std::snprintf(buf, sizeof buf, fixed ? "%.2f" : "%.0f", *v * scale);
-      return std::string(buf);
-    };
     rows.push_back({std::to_string(sqlite3_column_int64(s, 0)), text(1), status, text(3), text(4),
                     j["hardware"].get<std::string>(), j["model"].get<std::string>(), cell(num(7), 1, false),
                     cell(requests, 1, false), cell(rate, 1, true), cell(ttft, unit ? 1 : 1000, true),
