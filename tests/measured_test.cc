@@ -1,5 +1,5 @@
 // Measured timings: Vidur's profiles summed as Vidur sums them, our CSV and its errors, the
-// roofline's comparable price.
+// roofline's comparable price, and `sim validate --measured`.
 #include "analysis/measured.h"
 
 #include <gtest/gtest.h>
@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "analysis/measured_report.h"
 #include "backends/hardware.h"
 #include "tests/cli_harness.h"
 
@@ -219,6 +220,68 @@ TEST(ComparablePrice, TheEmbeddingIsTheRooflinesOwn) {
   const RooflineModel r(load_hardware(kHardware + "h100-sxm.toml").value(), none, RooflineOptions{});
   const RooflineModel::Item item{300, 0, true};
   EXPECT_DOUBLE_EQ(r.price(&item, 1).other, embedding_time(r, 300));
+}
+
+TEST(MeasuredValidation, ErrorsBiasAndBands) {
+  Result<VidurProfile> p = read_vidur_profile(kExcerpt, model("llama-2-7b"), 1);
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  const RooflineModel r = roofline("a100-80gb", "llama-2-7b");
+  const MeasuredValidation v = validate_measured(r, p.value().batches);
+  ASSERT_EQ(v.priced.size(), p.value().batches.size());
+  double mape = 0;
+  for (const PricedBatch& pb : v.priced) {
+    const double m = pb.batch->measurement.measured;
+    EXPECT_DOUBLE_EQ(pb.error, (comparable_price(r, *pb.batch) - m) / m);
+    mape += std::fabs(pb.error);
+  }
+  EXPECT_NEAR(v.all.mape, mape / static_cast<double>(v.priced.size()), 1e-12);
+  ASSERT_EQ(v.by_kind.size(), 3u);
+  EXPECT_EQ(v.by_kind[0].group, "prefill");
+  EXPECT_EQ(v.by_kind[1].group, "decode");
+  EXPECT_EQ(v.by_kind[2].group, "linear-only");
+  EXPECT_EQ(v.by_band[0].group, "prefill 1-512 tokens");
+  EXPECT_EQ(v.by_band[2].group, "decode batch 17+");
+  EXPECT_EQ(v.worst.size(), v.priced.size());  // fewer than 10
+  EXPECT_GE(std::fabs(v.priced[v.worst[0]].error), std::fabs(v.priced[v.worst[1]].error));
+}
+
+using ValidateMeasuredCli = Cli;
+
+TEST_F(ValidateMeasuredCli, PrintsTheMapeByKindOfTheExcerpt) {
+  const Outcome o = sim({"validate", "--measured", kExcerpt});
+  ASSERT_EQ(o.status, 0) << o.output;
+  EXPECT_NE(o.output.find("Roofline (a100-80gb, llama-2-7b, tp 1) against 6 measured batches"), std::string::npos)
+      << o.output;
+  for (const char* row : {"all ", "prefill ", "decode ", "linear-only ", "decode batch 17+", "Worst shapes:",
+                          "decode batch 32 over 1024", "Note: attention_rows.csv: 1 shapes skipped"}) {
+    EXPECT_NE(o.output.find(row), std::string::npos) << row << "\n" << o.output;
+  }
+  const Outcome j = sim({"validate", "--measured", kExcerpt, "--format", "json", "--hardware", "h100-sxm"});
+  ASSERT_EQ(j.status, 0) << j.output;
+  const nlohmann::json doc = nlohmann::json::parse(j.output);
+  EXPECT_EQ(doc["hardware"], "h100-sxm");
+  EXPECT_EQ(doc["by_kind"]["decode"]["count"], 1);
+  EXPECT_GT(doc["by_kind"]["prefill"]["mape"].get<double>(), 0);
+  EXPECT_EQ(doc["shapes"].size(), 6u);
+}
+
+TEST_F(ValidateMeasuredCli, ACsvNeedsItsGpuAndModelAndBadInputIsStatus2) {
+  const std::string csv = write("m.csv", "iteration,new_tokens,context_tokens,measured_ms\n0,1,100,9.5\n");
+  Outcome o = sim({"validate", "--measured", csv});
+  EXPECT_EQ(o.status, 2);
+  EXPECT_NE(o.output.find("--hardware is required"), std::string::npos) << o.output;
+  o = sim({"validate", "--measured", csv, "--hardware", "a100-80gb", "--model", "llama-2-7b"});
+  ASSERT_EQ(o.status, 0) << o.output;
+  EXPECT_NE(o.output.find("decode "), std::string::npos) << o.output;
+  const std::string bad = write("bad.csv", "iteration,new_tokens,context_tokens,measured_ms\n0,1,100,-1\n");
+  o = sim({"validate", "--measured", bad, "--hardware", "a100-80gb", "--model", "llama-2-7b"});
+  EXPECT_EQ(o.status, 2);
+  EXPECT_NE(o.output.find(bad + ":2:4: measured_ms"), std::string::npos) << o.output;
+  o = sim({"validate", "--measured", kExcerpt, "--tp", "3"});
+  EXPECT_EQ(o.status, 2) << o.output;
+  o = sim({"validate", "--tp", "2"});
+  EXPECT_EQ(o.status, 2);
+  EXPECT_NE(o.output.find("apply with --measured only"), std::string::npos) << o.output;
 }
 
 }  // namespace
