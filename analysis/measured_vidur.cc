@@ -122,6 +122,9 @@ Result<LinearProfile> read_mlp(const std::string& path, const ModelSpec& model, 
       if (!ms.ok()) return ms.error();
       layer += ms.value();
     }
+    if (layer <= 0) {  // a measured time of nothing: no relative error can be taken of it
+      return in.error("the operators' medians of this row sum to 0 ms; a profile's times are > 0");
+    }
     Mean& m = out.by_tokens[tokens.value()];
     m.sum += layer;
     ++m.n;
@@ -255,8 +258,8 @@ Result<VidurProfile> read_vidur_profile(const std::string& dir, const ModelSpec&
         list += (list.empty() ? "" : ", ") + std::to_string(t);
       }
       out.notes.push_back("attention_rows.csv: " + std::to_string(skipped) +
-                          " shapes skipped: mlp.csv has no timing of the linear layers at their token counts (" +
-                          list + ")");
+                          " of its shapes skipped: mlp.csv has no timing of the linear layers at their token "
+                          "counts (" + list + ")");
     }
   }
   for (const auto& [tokens, mean] : by_tokens) {

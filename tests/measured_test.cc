@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "analysis/measured_report.h"
@@ -16,6 +18,7 @@ namespace {
 
 using testing::Cli;
 using testing::Outcome;
+namespace fs = std::filesystem;
 
 // An excerpt of Vidur's Llama-2-7B profile on A100 (tests/data/measured/README.md): mlp.csv rows of
 // 32, 512 and 2,048 (twice) tokens at tp 1 and 32 tokens at tp 2; attention rows of decode batches
@@ -82,7 +85,7 @@ TEST(VidurProfile, LinearOnlyRowsAndWhatWasSkipped) {
   EXPECT_EQ(find(p.value().batches, "decode batch 3 over 1024"), nullptr);
   const std::vector<std::string>& notes = p.value().notes;
   EXPECT_TRUE(std::any_of(notes.begin(), notes.end(), [](const std::string& n) {
-    return n.find("1 shapes skipped") != std::string::npos && n.find("(3)") != std::string::npos;
+    return n.find("1 of its shapes skipped") != std::string::npos && n.find("(3)") != std::string::npos;
   })) << ::testing::PrintToString(notes);
   const MeasuredBatch* lin = find(p.value().batches, "linear 512 tokens");
   ASSERT_NE(lin, nullptr);
@@ -135,6 +138,28 @@ class MeasuredCsv : public Cli {
   }
   std::string path() const { return (dir_ / "m.csv").string(); }
 };
+
+// A row whose operators all took 0 ms is refused: no relative error can be taken of it.
+TEST_F(MeasuredCsv, AVidurRowOfNothingIsRefused) {
+  std::ifstream in(kExcerpt + "/mlp.csv");
+  std::string header, row;
+  std::getline(in, header);
+  std::getline(in, row);
+  // Zero the 50 time_stats columns (the first 50), keep the shapes, tokens and tp.
+  std::string zeroed;
+  size_t at = 0;
+  for (int k = 0; k < 50; ++k) {
+    at = row.find(',', at) + 1;
+    zeroed += "0,";
+  }
+  zeroed += row.substr(at);
+  fs::create_directories(dir_ / "profile");
+  std::ofstream(dir_ / "profile" / "mlp.csv") << header << "\n" << zeroed << "\n";
+  Result<VidurProfile> p = read_vidur_profile((dir_ / "profile").string(), model("llama-2-7b"), 1);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.error().message.find("mlp.csv:2: the operators' medians of this row sum to 0 ms"), std::string::npos)
+      << p.error().message;
+}
 
 TEST_F(MeasuredCsv, ReadsIterationsWithCommentsAndEitherWayOfGivingTheTime) {
   Result<std::vector<MeasuredBatch>> r = read(
@@ -253,7 +278,7 @@ TEST_F(ValidateMeasuredCli, PrintsTheMapeByKindOfTheExcerpt) {
   EXPECT_NE(o.output.find("Roofline (a100-80gb, llama-2-7b, tp 1) against 6 measured batches"), std::string::npos)
       << o.output;
   for (const char* row : {"all ", "prefill ", "decode ", "linear-only ", "decode batch 17+", "Worst shapes:",
-                          "decode batch 32 over 1024", "Note: attention_rows.csv: 1 shapes skipped"}) {
+                          "decode batch 32 over 1024", "Note: attention_rows.csv: 1 of its shapes skipped"}) {
     EXPECT_NE(o.output.find(row), std::string::npos) << row << "\n" << o.output;
   }
   const Outcome j = sim({"validate", "--measured", kExcerpt, "--format", "json", "--hardware", "h100-sxm"});
