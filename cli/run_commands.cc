@@ -10,6 +10,8 @@
 #include "analysis/calibrate.h"
 #include "analysis/compare.h"
 #include "analysis/html_report.h"
+#include "analysis/measured.h"
+#include "analysis/measured_report.h"
 #include "analysis/report.h"
 #include "analysis/sweep_report.h"
 #include "analysis/validate.h"
@@ -170,18 +172,80 @@ int list_runs_command(const std::vector<std::string>& args, std::ostream& out, s
   return finish(c, print_run_list(vm["db"].as<std::string>(), format.value(), out), err);
 }
 
+namespace {
+
+// `sim validate --measured PATH`: the roofline against measured timings instead of a run. A Vidur
+// profile folder's path implies its GPU and model (vidur_presets); a CSV names neither.
+int validate_measured_command(const Command& c, const po::variables_map& vm, std::ostream& out,
+                              std::ostream& err) {
+  if (vm.count("run") != 0 || !vm["db"].defaulted()) {
+    return finish(c, Error{"--measured compares measured timings, not a run: leave out --db and --run"}, err);
+  }
+  MeasuredRequest r;
+  r.path = vm["measured"].as<std::string>();
+  const VidurPresets implied = vidur_presets(r.path);
+  auto resolve = [&](const char* option, const std::string& implied_name,
+                     PresetKind kind) -> Result<std::string> {
+    const std::string name = std::string("--") + option;
+    if (vm.count(option) != 0) return resolve_preset(vm[option].as<std::string>(), kind, name);
+    if (implied_name.empty()) {
+      return Error{name + " is required: " + r.path +
+                   " does not say which " + (kind == PresetKind::kHardware ? "GPU" : "model") +
+                   " it was measured on"};
+    }
+    return resolve_preset(implied_name, kind, name);
+  };
+  Result<std::string> hw = resolve("hardware", implied.hardware, PresetKind::kHardware);
+  if (!hw.ok()) return finish(c, hw.error(), err);
+  Result<std::string> model = resolve("model", implied.model, PresetKind::kModel);
+  if (!model.ok()) return finish(c, model.error(), err);
+  r.hardware_path = hw.value();
+  r.model_path = model.value();
+  const int64_t tp = vm["tp"].as<int64_t>();
+  if (tp < 1 || tp > 4096) {
+    return finish(c, Error{"--tp: expected an integer from 1 to 4096, got " + std::to_string(tp)}, err);
+  }
+  r.tp = static_cast<int32_t>(tp);
+  const std::string format = vm["format"].as<std::string>();
+  if (format != "text" && format != "json") {
+    return finish(c, Error{"--format: expected text or json, got '" + format + "'"}, err);
+  }
+  r.format = format == "json" ? ReportFormat::kJson : ReportFormat::kText;
+  return finish(c, validate_measured_path(r, out), err);
+}
+
+}  // namespace
+
 int validate_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   const Command c{"validate",
                   "Usage: sim validate [--db FILE] [--run ID] [--hardware FILE]\n"
+                  "       sim validate --measured PATH [--hardware NAME|FILE] [--model NAME|FILE] [--tp N]\n"
+                  "                    [--format text|json]\n"
                   "For a run of a measuring backend (--backend cpu or cuda), the error of the\n"
                   "roofline's prediction per iteration, overall, by kind of iteration and by batch\n"
                   "size; stored as validate_* metrics of the run. With --hardware, the run's batches\n"
-                  "are priced again with that file (e.g. one from sim calibrate).\n"};
+                  "are priced again with that file (e.g. one from sim calibrate).\n"
+                  "With --measured, the roofline against measured GPU timings instead: a Vidur profile\n"
+                  "folder (data/measured/vidur/compute/a100/meta-llama/Llama-2-7b-hf; its path implies\n"
+                  "--hardware and --model) or a CSV of iteration,new_tokens,context_tokens,measured_ms\n"
+                  "(data/measured/README.md). Prints the MAPE overall, by kind and size, the bias\n"
+                  "(mean signed error: > 0 the roofline is too slow) and the worst shapes.\n"};
   po::options_description o = read_options(c);
   o.add_options()("hardware", po::value<std::string>()->value_name("NAME|FILE"),
-                  "re-price the run's batches with this hardware file");
+                  "re-price the run's batches with this hardware file")(
+      "measured", po::value<std::string>()->value_name("PATH"),
+      "compare with measured timings: a Vidur profile folder or a CSV of ours")(
+      "model", po::value<std::string>()->value_name("NAME|FILE"), "with --measured: the model measured")(
+      "tp", po::value<int64_t>()->default_value(1)->value_name("N"),
+      "with --measured: tensor-parallel degree")(
+      "format", po::value<std::string>()->default_value("text")->value_name("FMT"),
+      "with --measured: text | json");
   po::variables_map vm;
   if (auto done = parse(c, args, o, vm, out, err)) return *done;
+  if (vm.count("measured") != 0) return validate_measured_command(c, vm, out, err);
+  if (vm.count("model") != 0 || !vm["tp"].defaulted() || !vm["format"].defaulted()) {
+    return finish(c, Error{"--model, --tp and --format apply with --measured only"}, err);
+  }
   std::optional<std::string> hardware;
   if (vm.count("hardware") != 0) {
     Result<std::string> p = resolve_preset(vm["hardware"].as<std::string>(), PresetKind::kHardware, "--hardware");
