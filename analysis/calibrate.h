@@ -3,6 +3,9 @@
 // profile read by another tool), it finds the hardware keys of kFitKeys that minimise the mean
 // squared relative error of the roofline's predictions,
 //     mean over iterations of ((predicted - measured) / measured)^2,
+// (relative, so that a 100 us decode counts as much as a 100 ms prefill, as in the MAPE that
+// `sim validate` reports; squared, so that the loss is smooth for the optimiser's quadratic models
+// and the overhead, which adds to every prediction, has an exact least-squares value),
 // starting from a hardware file, and reports what a user needs to trust the result: whether the
 // optimiser converged, each value with a bootstrap range and a flag when it sits at a bound, the
 // error on measurements held out of the fit, and the signed residuals by kind and size of batch.

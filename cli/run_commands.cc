@@ -196,8 +196,9 @@ int calibrate_command(const std::vector<std::string>& args, std::ostream& out, s
   const Command c{"calibrate",
                   "Usage: sim calibrate [--db FILE] [--run ID] --out FILE [--fit KEY,...]\n"
                   "                     [--bootstrap N] [--seed N]\n"
-                  "Fits the hardware file's efficiencies, gemm_half_rows and overhead to a measured\n"
-                  "run (--backend cpu or cuda) with NLopt's BOBYQA and writes a new hardware file.\n"
+                  "Fits the hardware file's efficiencies (attention of decodes and of prompts apart),\n"
+                  "gemm_half_rows and overhead to a measured run (--backend cpu or cuda) with\n"
+                  "NLopt's BOBYQA and writes a new hardware file.\n"
                   "Prints whether the fit converged, each value with a bootstrap range and a warning\n"
                   "when it sits at a bound, the error on a held-out half of the iterations, and the\n"
                   "signed residuals by kind and size of batch; `sim validate --hardware FILE` then\n"
@@ -208,7 +209,7 @@ int calibrate_command(const std::vector<std::string>& args, std::ostream& out, s
                   "the hardware file to write (required)")(
       "fit", po::value<std::string>()->value_name("KEY,..."),
       "the keys to fit (default: all of gemm_efficiency, memory_efficiency, attention_efficiency, "
-      "gemm_half_rows, overhead_us); the others keep the run's values")(
+      "prefill_attention_efficiency, gemm_half_rows, overhead_us); the others keep the run's values")(
       "bootstrap", po::value<int>()->default_value(defaults.bootstrap)->value_name("N"),
       "resamples for the 95 % ranges (0: none)")(
       "seed", po::value<int64_t>()->default_value(static_cast<int64_t>(defaults.seed))->value_name("N"),
