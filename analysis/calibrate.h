@@ -31,9 +31,9 @@ struct Measurement {
   double measured = 0;
 };
 
-// The hardware keys a fit may change. Efficiencies and gemm_half_rows are searched by the optimiser;
-// the additive cost (overhead) enters every prediction linearly and are
-// solved exactly, >= 0, for every candidate of the others.
+// The hardware keys a fit may change. The efficiencies and gemm_half_rows are searched by the
+// optimiser; the overhead adds to every prediction, so it is solved exactly (>= 0) for every
+// candidate of the others.
 enum class FitKey {
   kGemmEfficiency,
   kMemoryEfficiency,
@@ -75,7 +75,9 @@ struct ParameterFit {
   double start = 0, value = 0;
   double lower = 0, upper = 0;  // the bounds of the search
   // The 2.5 % and 97.5 % points of the value over the bootstrap's resamples (value, value when
-  // there was no bootstrap).
+  // there was no bootstrap). Local: each resample's fit starts at this optimum, so a second
+  // optimum elsewhere in the bounds is not counted; trade_offs point at the valleys where the
+  // data leave keys free.
   double low = 0, high = 0;
   int at_bound = 0;             // -1 at the lower bound, +1 at the upper, 0 inside
   bool fitted = true;           // false: the price does not depend on the key; kept at start
