@@ -1,215 +1,316 @@
+// The fit of `sim calibrate` (calibrate.h): the search (calibrate_search.h) from several starts,
+// then what tells a user how far to trust it: a bootstrap for the ranges and the keys that trade
+// against each other, a held-out half for an honest error, the residuals by kind and size of
+// batch, and warnings.
 #include "analysis/calibrate.h"
 
+#include <nlopt.h>
+
 #include <algorithm>
-#include <array>
+#include <atomic>
+#include <cassert>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
+#include <thread>
 
-#include "analysis/batch_log.h"
-#include "analysis/database.h"
+#include "analysis/calibrate_search.h"
+#include "analysis/metrics.h"
 
 namespace servesim {
 namespace {
 
-constexpr double kMinEfficiency = 0.01, kMaxEfficiency = 1.0;
-constexpr int kMaxEvaluations = 3000;
+using namespace calibration;
 
-// Predictions of every measurement under hw with the overhead set to the best value for them.
-struct Evaluation {
-  double loss = 0;      // sum of squared relative errors
-  double overhead = 0;  // seconds
-};
-
-Evaluation evaluate(HardwareSpec hw, const ModelSpec& model, const RooflineOptions& options,
-                    const std::vector<Measurement>& data, std::vector<double>& base) {
-  hw.overhead = 0;
-  const RooflineModel roofline(std::move(hw), model, options);
-  base.resize(data.size());
-  // With p_i = b_i + o, sum ((b_i + o - m_i) / m_i)^2 is least at o = sum (m_i - b_i) / m_i^2
-  // over sum 1 / m_i^2; overhead >= 0 keeps it there or at 0 (the loss is convex in o).
-  double num = 0, den = 0;
-  for (size_t i = 0; i < data.size(); ++i) {
-    base[i] = roofline.price(data[i].items.data(), data[i].items.size()).total();
-    const double w = 1 / (data[i].measured * data[i].measured);
-    num += (data[i].measured - base[i]) * w;
-    den += w;
+// What NLopt's result means for a fit.
+std::string meaning(nlopt_result code) {
+  switch (code) {
+    case NLOPT_SUCCESS: return "converged";
+    case NLOPT_STOPVAL_REACHED: return "converged: the loss reached its target";
+    case NLOPT_FTOL_REACHED: return "converged: the loss stopped improving";
+    case NLOPT_XTOL_REACHED: return "converged: the parameters stopped moving (relative change < 1e-6)";
+    case NLOPT_MAXEVAL_REACHED:
+      return "NOT converged: stopped at the evaluation limit; the fit may improve with more";
+    case NLOPT_MAXTIME_REACHED: return "NOT converged: stopped at the time limit";
+    case NLOPT_ROUNDOFF_LIMITED:
+      return "stopped by rounding: the loss is as low as floating point resolves; usually converged";
+    case NLOPT_FORCED_STOP: return "NOT converged: stopped from outside";
+    case NLOPT_OUT_OF_MEMORY: return "NOT converged: out of memory";
+    case NLOPT_INVALID_ARGS: return "NOT converged: NLopt refused the problem (a bug in servesim)";
+    default: return "NOT converged: NLopt failed";
   }
-  Evaluation e;
-  e.overhead = std::max(0.0, num / den);
-  for (size_t i = 0; i < data.size(); ++i) {
-    const double r = (base[i] + e.overhead - data[i].measured) / data[i].measured;
-    e.loss += r * r;
-  }
-  return e;
 }
 
-double mape(const HardwareSpec& hw, const ModelSpec& model, const RooflineOptions& options,
-            const std::vector<Measurement>& data) {
-  const RooflineModel roofline(hw, model, options);
-  double sum = 0;
-  for (const Measurement& m : data) {
-    const double p = roofline.price(m.items.data(), m.items.size()).total();
-    sum += std::fabs(p - m.measured) / m.measured;
+std::vector<double> all_ones(size_t n) { return std::vector<double>(n, 1.0); }
+
+// The values of a fit's keys in options.keys order, in HardwareSpec units.
+std::vector<double> values(const HardwareSpec& hw, const std::vector<FitKey>& keys) {
+  std::vector<double> v;
+  for (FitKey key : keys) v.push_back(value_of(key_info(key), hw));
+  return v;
+}
+
+// `count` fits, each of a resample (with replacement) of the data, warm-started at x: the values of
+// the keys (options.keys order) of each.
+std::vector<std::vector<double>> bootstrap(const Context& c, const CalibrationOptions& cal,
+                                           const std::vector<double>& x, int& evaluations) {
+  const int count = cal.bootstrap;
+  std::vector<std::vector<double>> runs(static_cast<size_t>(count));
+  std::vector<int> evals(static_cast<size_t>(count), 0);
+  std::atomic<int> next{0};
+  auto work = [&] {
+    for (int b; (b = next.fetch_add(1)) < count;) {
+      // Each resample from its own stream: the same ranges on any number of threads.
+      SplitMix rng{cal.seed * 0x2545f4914f6cdd1dULL + static_cast<uint64_t>(b) + 1};
+      std::vector<double> weight(c.data.size(), 0.0);
+      for (size_t i = 0; i < c.data.size(); ++i) weight[rng.below(c.data.size())] += 1;
+      const Optimum o = minimise(c, weight, x, 0.1, cal.max_evaluations);
+      runs[static_cast<size_t>(b)] = values(hardware_at(c, o.x.data(), o.theta), cal.keys);
+      evals[static_cast<size_t>(b)] = o.evaluations;
+    }
+  };
+  unsigned threads = cal.threads > 0 ? static_cast<unsigned>(cal.threads)
+                                     : std::max(1u, std::thread::hardware_concurrency());
+  threads = std::min(threads, static_cast<unsigned>(count));
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  for (int e : evals) evaluations += e;
+  return runs;
+}
+
+// Each key's values over the resamples, sorted.
+std::vector<std::vector<double>> by_key(const std::vector<std::vector<double>>& runs, size_t keys) {
+  std::vector<std::vector<double>> v(keys);
+  for (const auto& run : runs) {
+    for (size_t k = 0; k < keys; ++k) v[k].push_back(run[k]);
   }
-  return sum / static_cast<double>(data.size());
+  for (auto& values : v) std::sort(values.begin(), values.end());
+  return v;
 }
 
-std::string number(double v) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.10g", v);
-  return buf;
-}
-
-std::string quoted(const std::string& s) {
-  std::string q = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') q += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) continue;  // control characters: dropped
-    q += c;
+// The pairs of keys whose values move together over the resamples (|Pearson's r| >= 0.9): each
+// resample's optimum slides along a valley of the loss where one makes up for the other.
+std::vector<CalibrationFit::TradeOff> trade_offs(const std::vector<std::vector<double>>& runs,
+                                                 const std::vector<ParameterFit>& parameters) {
+  const size_t n = runs.size(), keys = parameters.size();
+  std::vector<double> mean(keys, 0.0), sd(keys, 0.0);
+  for (size_t k = 0; k < keys; ++k) {
+    for (const auto& run : runs) mean[k] += run[k] / static_cast<double>(n);
+    for (const auto& run : runs) sd[k] += (run[k] - mean[k]) * (run[k] - mean[k]);
+    sd[k] = std::sqrt(sd[k]);
   }
-  return q + "\"";
+  std::vector<CalibrationFit::TradeOff> out;
+  for (size_t a = 0; a < keys; ++a) {
+    for (size_t b = a + 1; b < keys; ++b) {
+      // A key that does not move (pinned at a bound in every resample) trades with nothing.
+      if (!(sd[a] > 1e-9 * std::fabs(mean[a])) || !(sd[b] > 1e-9 * std::fabs(mean[b]))) continue;
+      double cov = 0;
+      for (const auto& run : runs) cov += (run[a] - mean[a]) * (run[b] - mean[b]);
+      const double r = cov / (sd[a] * sd[b]);
+      if (std::fabs(r) >= 0.9) out.push_back({parameters[a].key, parameters[b].key, r});
+    }
+  }
+  return out;
 }
 
-// s with line breaks replaced, for a comment line.
-std::string one_line(std::string s) {
-  std::replace(s.begin(), s.end(), '\n', ' ');
-  std::replace(s.begin(), s.end(), '\r', ' ');
-  return s;
+}  // namespace
+
+double total_price(const RooflineModel& roofline, const Measurement& m) {
+  return roofline.price(m.items.data(), m.items.size()).total();
+}
+
+const char* fit_key_name(FitKey key) { return key_info(key).name; }
+
+Result<FitKey> parse_fit_key(const std::string& name) {
+  std::string known;
+  for (const KeyInfo& k : all_keys()) {
+    if (name == k.name) return k.key;
+    known += std::string(known.empty() ? "" : ", ") + k.name;
+  }
+  return Error{"unknown key '" + name + "' to fit; the keys are " + known};
+}
+
+namespace {
+
+// The kind of an iteration: a decode is a one-token item over a cache; a prompt chunk is anything
+// else (a one-token prompt included).
+const char* kind_of(const Measurement& m) {
+  bool prefill = false, decode = false;
+  for (const RooflineModel::Item& it : m.items) {
+    (it.new_tokens == 1 && it.context_tokens > 0 ? decode : prefill) = true;
+  }
+  return prefill && decode ? "mixed" : decode ? "decode" : "prefill";
+}
+
+// The size a kind's cost grows with: sequences for decodes, new tokens otherwise.
+int64_t size_of(const Measurement& m, const std::string& kind) {
+  if (kind == "decode") return static_cast<int64_t>(m.items.size());
+  int64_t tokens = 0;
+  for (const RooflineModel::Item& it : m.items) tokens += it.new_tokens;
+  return tokens;
+}
+
+// The signed residuals, by kind and by size band (split at the kind's median size, so that a trend
+// with size shows as two bands of different sign or size).
+std::vector<ResidualGroup> residuals(const Context& c, const HardwareSpec& before,
+                                     const HardwareSpec& after) {
+  const RooflineModel rb(before, c.model, c.options), ra(after, c.model, c.options);
+  std::vector<ResidualGroup> groups;
+  for (const std::string kind : {"prefill", "decode", "mixed"}) {
+    std::vector<size_t> members;
+    std::vector<int64_t> sizes;
+    for (size_t i = 0; i < c.data.size(); ++i) {
+      if (kind_of(c.data[i]) != kind) continue;
+      members.push_back(i);
+      sizes.push_back(size_of(c.data[i], kind));
+    }
+    if (members.empty()) continue;
+    std::vector<int64_t> sorted = sizes;
+    std::sort(sorted.begin(), sorted.end());
+    const int64_t median = sorted[(sorted.size() - 1) / 2];
+    const std::string unit = kind == "decode" ? " seqs" : " tokens";
+    ResidualGroup small{kind, "small", "<= " + std::to_string(median) + unit};
+    ResidualGroup large{kind, "large", "> " + std::to_string(median) + unit};
+    for (size_t k = 0; k < members.size(); ++k) {
+      const Measurement& m = c.data[members[k]];
+      ResidualGroup& g = sizes[k] <= median ? small : large;
+      ++g.count;
+      g.before += (c.price(rb, m) - m.measured) / m.measured;
+      g.after += (c.price(ra, m) - m.measured) / m.measured;
+    }
+    for (ResidualGroup* g : {&small, &large}) {
+      if (g->count == 0) continue;
+      g->before /= static_cast<double>(g->count);
+      g->after /= static_cast<double>(g->count);
+      groups.push_back(*g);
+    }
+  }
+  return groups;
+}
+
+// -1 / +1 when the fitted key sits at its lower / upper bound (within kAtBound of the optimiser's
+// range), else 0.
+int at_bound(const KeyInfo& k, double value) {
+  if (k.additive) return value <= k.lower ? -1 : value >= k.upper ? 1 : 0;
+  const double lo = to_x(k, k.lower), hi = to_x(k, k.upper), x = to_x(k, value);
+  const double tolerance = kAtBound * (hi - lo);
+  return x <= lo + tolerance ? -1 : x >= hi - tolerance ? 1 : 0;
+}
+
+// The error of a fit of a random half (seeded) on the other half.
+void held_out(const Context& c, const CalibrationOptions& cal, CalibrationFit& fit) {
+  const size_t n = c.data.size();
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = i;
+  SplitMix rng{cal.seed ^ 0x6a09e667f3bcc908ULL};  // a stream apart from the bootstrap's
+  for (size_t i = n - 1; i > 0; --i) std::swap(order[i], order[rng.below(i + 1)]);
+  std::vector<double> train(n, 0.0), test(n, 0.0);
+  for (size_t k = 0; k < n; ++k) (k < n / 2 ? train : test)[order[k]] = 1;
+  const Optimum o = minimise_from_starts(c, train, cal);
+  fit.evaluations += o.evaluations;
+  fit.held_out_count = n - n / 2;
+  fit.held_out_before = mape(c.start, c, test);
+  fit.held_out_after = mape(hardware_at(c, o.x.data(), o.theta), c, test);
 }
 
 }  // namespace
 
 CalibrationFit fit_hardware(const HardwareSpec& start, const ModelSpec& model,
-                            const RooflineOptions& options, const std::vector<Measurement>& data) {
-  CalibrationFit fit{start, mape(start, model, options, data), 0, 0};
-  std::vector<double> base;
-  auto clamp = [](double x) {
-    return std::clamp(x, std::log(kMinEfficiency), std::log(kMaxEfficiency));
-  };
-  std::array<double, 3> x = {clamp(std::log(std::max(start.gemm_efficiency, kMinEfficiency))),
-                             clamp(std::log(std::max(start.memory_efficiency, kMinEfficiency))),
-                             clamp(std::log(std::max(start.attention_efficiency, kMinEfficiency)))};
-  auto at = [&](const std::array<double, 3>& p) {
-    HardwareSpec hw = start;
-    hw.gemm_efficiency = std::exp(p[0]);
-    hw.memory_efficiency = std::exp(p[1]);
-    hw.attention_efficiency = std::exp(p[2]);
-    ++fit.evaluations;
-    return evaluate(hw, model, options, data, base);
-  };
-  Evaluation best = at(x);
-  // Directions: each efficiency alone, and all three together (a faster or slower machine).
-  constexpr std::array<std::array<double, 3>, 4> kDirections = {
-      {{1, 0, 0}, {0, 1, 0}, {0, 0, 1}, {1, 1, 1}}};
-  for (double step = 1.0; step > 1e-4 && fit.evaluations < kMaxEvaluations;) {
-    bool improved = false;
-    for (const auto& d : kDirections) {
-      for (double sign : {1.0, -1.0}) {
-        std::array<double, 3> y = x;
-        for (int k = 0; k < 3; ++k) y[k] = clamp(x[k] + sign * step * d[k]);
-        if (y == x) continue;
-        const Evaluation e = at(y);
-        if (e.loss < best.loss) {
-          best = e;
-          x = y;
-          improved = true;
-          break;
-        }
-      }
-    }
-    if (!improved) step /= 2;
+                            const RooflineOptions& options, const std::vector<Measurement>& data,
+                            const CalibrationOptions& cal) {
+  assert(!data.empty());
+  std::vector<FitKey> unfitted;
+  const Context c = make_context(start, model, options, data, cal, unfitted);
+  const std::vector<double> all = all_ones(data.size());
+  const Optimum o = minimise_from_starts(c, all, cal);
+
+  CalibrationFit fit;
+  fit.hardware = hardware_at(c, o.x.data(), o.theta);
+  for (const KeyInfo* k : c.solved) {  // the file's bounds, which NNLS does not know
+    fit.hardware.*(k->field) = std::min(fit.hardware.*(k->field), k->upper);
   }
-  fit.hardware.gemm_efficiency = std::exp(x[0]);
-  fit.hardware.memory_efficiency = std::exp(x[1]);
-  fit.hardware.attention_efficiency = std::exp(x[2]);
-  fit.hardware.overhead = best.overhead;
-  fit.mape_after = mape(fit.hardware, model, options, data);
+  fit.mape_before = mape(start, c, all);
+  fit.mape_after = mape(fit.hardware, c, all);
+  fit.evaluations = o.evaluations;
+  Convergence& v = fit.convergence;
+  v.code = static_cast<int>(o.code);
+  const auto code = static_cast<nlopt_result>(o.code);
+  v.result = c.searched.empty() ? "SUCCESS" : nlopt_result_to_string(code);
+  v.meaning = c.searched.empty() ? "solved exactly (only additive keys)" : meaning(code);
+  v.converged = code == NLOPT_SUCCESS || code == NLOPT_FTOL_REACHED || code == NLOPT_XTOL_REACHED ||
+                code == NLOPT_STOPVAL_REACHED || code == NLOPT_ROUNDOFF_LIMITED;
+  v.evaluations = o.evaluations;
+  v.loss_start = o.loss_start;
+  v.loss = o.loss;
+
+  std::vector<std::vector<double>> runs, ranges;
+  if (cal.bootstrap > 0) {
+    runs = bootstrap(c, cal, o.x, fit.evaluations);
+    ranges = by_key(runs, cal.keys.size());
+    fit.bootstrap = cal.bootstrap;
+  }
+  for (size_t k = 0; k < cal.keys.size(); ++k) {
+    const KeyInfo& key = key_info(cal.keys[k]);
+    ParameterFit p{key.key};
+    p.start = value_of(key, start) * key.file_unit;
+    p.value = value_of(key, fit.hardware) * key.file_unit;
+    p.lower = key.lower * key.file_unit;
+    p.upper = key.upper * key.file_unit;
+    p.fitted = std::find(unfitted.begin(), unfitted.end(), key.key) == unfitted.end();
+    p.additive = key.additive;
+    p.low = p.high = p.value;
+    if (!ranges.empty() && p.fitted) {
+      p.low = percentile(ranges[k], 2.5) * key.file_unit;
+      p.high = percentile(ranges[k], 97.5) * key.file_unit;
+    }
+    p.at_bound = p.fitted ? at_bound(key, value_of(key, fit.hardware)) : 0;
+    fit.parameters.push_back(p);
+  }
+  if (!runs.empty()) fit.trade_offs = trade_offs(runs, fit.parameters);
+  if (cal.held_out && data.size() >= 4) held_out(c, cal, fit);
+  fit.residuals = residuals(c, start, fit.hardware);
   return fit;
 }
 
-std::string hardware_toml(const HardwareSpec& hw, const std::string& header) {
-  std::ostringstream s;
-  s << header;
-  s << "name = " << quoted(hw.name) << "\n"
-    << "memory_gib = " << number(hw.memory_bytes / (1024.0 * 1024 * 1024)) << "\n"
-    << "memory_bandwidth_gbs = " << number(hw.memory_bandwidth / 1e9) << "\n"
-    << "fp16_tflops = " << number(hw.fp16_flops / 1e12) << "\n"
-    << "fp8_tflops = " << number(hw.fp8_flops / 1e12) << "\n"
-    << "fp32_tflops = " << number(hw.fp32_flops / 1e12) << "\n"
-    << "bf16 = " << (hw.bf16 ? "true" : "false") << "\n"
-    << "interconnect_gbs = " << number(hw.interconnect_bandwidth / 1e9) << "\n"
-    << "interconnect_latency_us = " << number(hw.interconnect_latency * 1e6) << "\n"
-    << "gemm_efficiency = " << number(hw.gemm_efficiency) << "\n"
-    << "memory_efficiency = " << number(hw.memory_efficiency) << "\n"
-    << "attention_efficiency = " << number(hw.attention_efficiency) << "\n"
-    << "overhead_us = " << number(hw.overhead * 1e6) << "\n"
-    << "gemm_half_rows = " << number(hw.gemm_half_rows) << "\n";
-  if (hw.price_per_hour_usd > 0) s << "price_per_hour_usd = " << number(hw.price_per_hour_usd) << "\n";
-  return s.str();
-}
-
-Status calibrate_run(const std::string& db_path, std::optional<int64_t> run_id,
-                     const std::string& out_path, std::ostream& out) {
-  Result<std::unique_ptr<Database>> opened = Database::open_read_only(db_path);
-  if (!opened.ok()) return opened.error();
-  sqlite3* db = opened.value()->handle();
-  Result<RunSources> source = read_run_sources(db, db_path, run_id);
-  if (!source.ok()) return source.error();
-  const RunSources& run = source.value();
-  const std::string name = "run " + std::to_string(run.id);
-  Result<std::vector<LoggedIteration>> logged = read_logged_iterations(db, run.id, false);
-  if (!logged.ok()) return logged.error();
-  if (logged.value().empty()) {
-    return Error{name + " of " + db_path + " has no measured iterations: calibrate a run of a "
-                 "measuring backend (--backend cpu or cuda)"};
+std::vector<std::string> CalibrationFit::warnings() const {
+  std::vector<std::string> out;
+  char line[200];
+  if (!convergence.converged) {
+    out.push_back("the optimiser did not converge (" + convergence.result + ": " +
+                  convergence.meaning + ")");
   }
-  logged = read_logged_iterations(db, run.id, true);
-  if (!logged.ok()) return logged.error();
-  if (run.hardware.empty()) return Error{name + " names no hardware file; nothing to calibrate"};
-  Result<RooflineModel> roofline = replay_roofline(run, run.hardware);
-  if (!roofline.ok()) return roofline.error();
-
-  std::vector<Measurement> data;
-  for (LoggedIteration& it : logged.value()) {
-    if (!it.items.empty()) data.push_back({std::move(it.items), it.measured});
+  for (const ParameterFit& p : parameters) {
+    if (p.at_bound == 0) continue;
+    const KeyInfo& k = key_info(p.key);
+    std::snprintf(line, sizeof line, "%s = %.4g sits at its %s bound (%.4g): ", k.name, p.value,
+                  p.at_bound < 0 ? "lower" : "upper", p.at_bound < 0 ? p.lower : p.upper);
+    out.push_back(line + std::string(p.at_bound < 0 ? k.low_advice : k.high_advice));
   }
-  if (data.empty()) return Error{name + " logged no batches of its measured iterations"};
-  const RooflineModel& r = roofline.value();
-  const CalibrationFit fit = fit_hardware(r.hardware(), r.model(), r.options(), data);
-
-  char line[160];
-  std::snprintf(line, sizeof line, "# MAPE of the predictions before: %.1f %%, after: %.1f %%.\n",
-                100 * fit.mape_before, 100 * fit.mape_after);
-  const std::string header = "# Calibrated by `sim calibrate` from " + name + " of " +
-                             one_line(db_path) + " (" + std::to_string(data.size()) +
-                             " measured iterations).\n" + line +
-                             "# Fitted: gemm_efficiency, memory_efficiency, attention_efficiency, "
-                             "overhead_us; the rest copied from " + one_line(run.hardware) + ".\n";
-  {
-    std::ofstream file(out_path, std::ios::binary | std::ios::trunc);
-    if (file) file << hardware_toml(fit.hardware, header);
-    if (!file || !file.flush()) return Error{"cannot write " + out_path + "; use another --out"};
-  }
-
-  const HardwareSpec& a = r.hardware();
-  const HardwareSpec& b = fit.hardware;
-  out << "Calibration of " << run.hardware << " from " << name << " of " << db_path << " ("
-      << data.size() << " iterations)\n";
-  std::snprintf(line, sizeof line, "%-22s %12s %12s\n", "", "before", "after");
-  out << line;
-  auto row = [&](const char* what, double x, double y, const char* unit) {
-    std::snprintf(line, sizeof line, "%-22s %12.4g %12.4g%s\n", what, x, y, unit);
-    out << line;
+  // A trade-off matters where it leaves a key loose: a 95 % range wider than a quarter of its value.
+  auto loose = [&](FitKey key) {
+    for (const ParameterFit& p : parameters) {
+      if (p.key == key) return p.high - p.low > 0.25 * std::fabs(p.value);
+    }
+    return false;
   };
-  row("MAPE (%)", 100 * fit.mape_before, 100 * fit.mape_after, "");
-  row("gemm_efficiency", a.gemm_efficiency, b.gemm_efficiency, "");
-  row("memory_efficiency", a.memory_efficiency, b.memory_efficiency, "");
-  row("attention_efficiency", a.attention_efficiency, b.attention_efficiency, "");
-  row("overhead_us", a.overhead * 1e6, b.overhead * 1e6, "");
-  out << "Wrote " << out_path << "\n";
-  return Ok{};
+  for (const TradeOff& t : trade_offs) {
+    if (!loose(t.a) && !loose(t.b)) continue;
+    std::snprintf(line, sizeof line,
+                  "%s and %s trade against each other (correlation %+.2f over the resamples): ",
+                  fit_key_name(t.a), fit_key_name(t.b), t.correlation);
+    out.push_back(line + std::string("these measurements pin a combination of the two, not each "
+                                     "(see their ranges); if you know one, fit without it (--fit)"));
+  }
+  // A fit that describes its own data much better than new data has learnt the noise.
+  if (held_out_count > 0 && held_out_after > 1.5 * mape_after + 0.02) {
+    std::snprintf(line, sizeof line,
+                  "the error on held-out iterations (%.1f %%) is well above the fit's own "
+                  "(%.1f %%): the fit does not carry over; measure more iterations",
+                  100 * held_out_after, 100 * mape_after);
+    out.push_back(line);
+  }
+  return out;
 }
 
 }  // namespace servesim

@@ -1,14 +1,19 @@
-// `sim calibrate`: fits a hardware file's efficiencies and per-iteration overhead to a measured
-// run.
-// From the run's measured iterations and their logged batches (batch_items, see batch_log.h), it
-// finds the gemm_efficiency, memory_efficiency, attention_efficiency (each in [0.01, 1]) and
-// overhead (>= 0) that minimise the mean squared relative error of the roofline's predictions,
-//     sum over iterations of ((predicted - measured) / measured)^2,
-// starting from the run's hardware file, and writes a copy of that file with the fitted values.
-// The peaks, memory and interconnect figures are copied unchanged: they are datasheet values.
+// `sim calibrate`: fits a hardware file's efficiencies and fixed costs to measured iterations.
+// From measurements (a run's measured iterations with their logged batches, see batch_log.h, or a
+// profile read by another tool), it finds the hardware keys of kFitKeys that minimise the mean
+// squared relative error of the roofline's predictions,
+//     mean over iterations of ((predicted - measured) / measured)^2,
+// (relative, so that a 100 us decode counts as much as a 100 ms prefill, as in the MAPE that
+// `sim validate` reports; squared, so that the loss is smooth for the optimiser's quadratic models
+// and the overhead, which adds to every prediction, has an exact least-squares value),
+// starting from a hardware file, and reports what a user needs to trust the result: whether the
+// optimiser converged, each value with a bootstrap range and a flag when it sits at a bound, the
+// error on measurements held out of the fit, and the signed residuals by kind and size of batch.
+// The peaks, memory and interconnect figures are never fitted: they are datasheet (or probe) values.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -26,28 +31,128 @@ struct Measurement {
   double measured = 0;
 };
 
-struct CalibrationFit {
-  HardwareSpec hardware;  // the start with the four values fitted
-  double mape_before = 0, mape_after = 0;  // mean |predicted - measured| / measured
-  int evaluations = 0;    // times every measurement was priced
+// The hardware keys a fit may change. The efficiencies and gemm_half_rows are searched by the
+// optimiser; the overhead adds to every prediction, so it is solved exactly (>= 0) for every
+// candidate of the others.
+enum class FitKey {
+  kGemmEfficiency,
+  kMemoryEfficiency,
+  kAttentionEfficiency,
+  kPrefillAttentionEfficiency,
+  kGemmHalfRows,
+  kOverhead,
+};
+inline constexpr FitKey kFitKeys[] = {
+    FitKey::kGemmEfficiency, FitKey::kMemoryEfficiency, FitKey::kAttentionEfficiency,
+    FitKey::kPrefillAttentionEfficiency, FitKey::kGemmHalfRows, FitKey::kOverhead};
+// The key's name in a hardware file ("gemm_efficiency", "overhead_us").
+const char* fit_key_name(FitKey key);
+// The key named `name` (as fit_key_name), or an error listing the names.
+Result<FitKey> parse_fit_key(const std::string& name);
+
+// What a fit compares with a measurement: the prediction (s) of `roofline` for it. The default
+// prices the whole iteration; a profile that times only some operators passes a price of those
+// parts. Called from several threads at once: it must not modify shared state. A key the price
+// does not depend on for any measurement (overhead, for a price without it; the prefill attention
+// efficiency, for data without prompt chunks) is left as it was and reported as not fitted.
+using MeasurementPrice = std::function<double(const RooflineModel& roofline, const Measurement& m)>;
+// roofline.price(m.items).total(): the default.
+double total_price(const RooflineModel& roofline, const Measurement& m);
+
+struct CalibrationOptions {
+  std::vector<FitKey> keys{std::begin(kFitKeys), std::end(kFitKeys)};  // the keys to fit
+  MeasurementPrice price = total_price;
+  int bootstrap = 100;         // resamples of the measurements for the ranges; 0 = none
+  uint64_t seed = 1;           // the bootstrap's resamples and the held-out split
+  bool held_out = true;        // also fit a random half and report the error on the other half
+  int max_evaluations = 2000;  // pricings of the data per fit, at most
+  int threads = 0;             // for the bootstrap; 0 = one per core (the same result on any number)
 };
 
-// The fit itself, deterministic and bounded (a few thousand pricings of the data at most):
-// coordinate descent on the logarithms of the three efficiencies, with halving steps, where for
-// every candidate the overhead is the exact least-squares value (it adds to every prediction).
-// REQUIRES: !data.empty(), every measured > 0.
+// One fitted key, in the hardware file's unit (overhead_us: microseconds).
+struct ParameterFit {
+  FitKey key;
+  double start = 0, value = 0;
+  double lower = 0, upper = 0;  // the bounds of the search
+  // The 2.5 % and 97.5 % points of the value over the bootstrap's resamples (value, value when
+  // there was no bootstrap). Local: each resample's fit starts at this optimum, so a second
+  // optimum elsewhere in the bounds is not counted; trade_offs point at the valleys where the
+  // data leave keys free.
+  double low = 0, high = 0;
+  int at_bound = 0;             // -1 at the lower bound, +1 at the upper, 0 inside
+  bool fitted = true;           // false: the price does not depend on the key; kept at start
+  bool additive = false;        // solved exactly at every step rather than searched
+};
+
+// How the optimiser (NLopt's BOBYQA) ended.
+struct Convergence {
+  int code = 0;           // NLopt's nlopt_result: > 0 success, < 0 failure
+  std::string result;     // its name, "XTOL_REACHED"
+  std::string meaning;    // what it means for this fit
+  bool converged = false; // stopped by a tolerance, not by the evaluation limit or a failure
+  int evaluations = 0;    // pricings of the data
+  double loss_start = 0, loss = 0;  // mean squared relative error at the start and the end
+};
+
+// The signed error of one group of measurements: mean of (predicted - measured) / measured.
+struct ResidualGroup {
+  std::string kind;  // "prefill", "decode" or "mixed"
+  std::string band;  // "small" or "large": at most / more than the kind's median size
+  std::string size;  // the band in words: "<= 12 seqs", "> 96 tokens"
+  size_t count = 0;
+  double before = 0, after = 0;  // with the start and the fitted hardware
+};
+
+struct CalibrationFit {
+  HardwareSpec hardware;  // the start with the fitted keys replaced
+  double mape_before = 0, mape_after = 0;  // mean |predicted - measured| / measured
+  int evaluations = 0;    // pricings of the data, the bootstrap's and the held-out fit's included
+  Convergence convergence;
+  std::vector<ParameterFit> parameters;  // in options.keys order
+  int bootstrap = 0;      // resamples behind the ranges
+  // The error of a fit of a random half on the other half; held_out_count == 0: not computed
+  // (held_out off, or fewer than 4 measurements).
+  size_t held_out_count = 0;
+  double held_out_before = 0, held_out_after = 0;
+  std::vector<ResidualGroup> residuals;  // by kind (prefill, decode, mixed), then small, large
+  // Pairs of keys whose values move together over the resamples (|correlation| >= 0.9): the
+  // measurements pin a combination of them, not each (the overhead, the weights' read at one row
+  // and the GEMM ramp all add a fixed cost to an iteration).
+  struct TradeOff {
+    FitKey a, b;
+    double correlation;
+  };
+  std::vector<TradeOff> trade_offs;
+
+  // One line per thing to distrust, each saying what it means and what to do: no convergence, a
+  // key at a bound, a trade-off that leaves a key loose (a range wider than a quarter of its value),
+  // a held-out error well above the fit's own.
+  std::vector<std::string> warnings() const;
+};
+
+// The fit, deterministic for a given seed (whatever the threads). Minimises the loss with NLopt's
+// BOBYQA over the logarithms of the efficiencies and of 1 + gemm_half_rows, from the start's values
+// and from three points across the bounds, keeping the best; for every candidate the additive keys
+// take their exact non-negative least-squares values. Then the bootstrap (each resample's fit
+// warm-started at the optimum), the held-out fit and the residuals. At most (8 + bootstrap) x
+// max_evaluations pricings of the data; a few seconds for 10,000 measured iterations.
+// REQUIRES: !data.empty(), every measured > 0, options.keys without repeats.
 CalibrationFit fit_hardware(const HardwareSpec& start, const ModelSpec& model,
-                            const RooflineOptions& options, const std::vector<Measurement>& data);
+                            const RooflineOptions& options, const std::vector<Measurement>& data,
+                            const CalibrationOptions& calibration = {});
 
 // The hardware TOML text of hw, every key of data/hardware/README.md in its unit, after `header`
 // (comment lines, each starting with "# ").
 std::string hardware_toml(const HardwareSpec& hw, const std::string& header);
 
 // Reads the run (default: the latest) from db_path, fits its hardware file, writes the result to
-// out_path (loadable with load_hardware; its header comment names the run and the MAPE before and
-// after) and prints a before/after table. Errors: no database, no such run, no measured
-// iterations, no batch_items, an unreadable hardware or model file, an unwritable out_path.
+// out_path (loadable with load_hardware; its header comment names the run, the errors, the
+// convergence and any warning), prints the report of the fit, and stores its summary as the run's
+// calibrate_* metrics (when the database takes writes). Errors: no database, no such run, no
+// measured iterations, no batch_items, an unreadable hardware or model file, an unwritable
+// out_path.
 Status calibrate_run(const std::string& db_path, std::optional<int64_t> run_id,
-                     const std::string& out_path, std::ostream& out);
+                     const std::string& out_path, std::ostream& out,
+                     const CalibrationOptions& calibration = {});
 
 }  // namespace servesim

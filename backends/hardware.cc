@@ -44,8 +44,8 @@ Result<HardwareSpec> load_hardware(const std::string& path) {
   if (Status s = f.check_known({"name", "memory_gib", "memory_bandwidth_gbs", "fp16_tflops",
                                 "fp8_tflops", "fp32_tflops", "bf16", "interconnect_gbs",
                                 "interconnect_latency_us", "gemm_efficiency", "memory_efficiency",
-                                "attention_efficiency", "overhead_us", "gemm_half_rows",
-                                "price_per_hour_usd"});
+                                "attention_efficiency", "prefill_attention_efficiency",
+                                "overhead_us", "gemm_half_rows", "price_per_hour_usd"});
       !s) {
     return s.error();
   }
@@ -79,6 +79,7 @@ Result<HardwareSpec> load_hardware(const std::string& path) {
       {"gemm_efficiency", false, 1e-3, true, 1.0, 1.0, &hw.gemm_efficiency},
       {"memory_efficiency", false, 1e-3, true, 1.0, 1.0, &hw.memory_efficiency},
       {"attention_efficiency", false, 1e-3, true, 1.0, 1.0, &hw.attention_efficiency},
+      {"prefill_attention_efficiency", false, 0, true, 1.0, 1.0, &hw.prefill_attention_efficiency},
       {"overhead_us", false, 0, true, 1e6, kMicro, &hw.overhead},
       {"gemm_half_rows", false, 0, true, 1e9, 1.0, &hw.gemm_half_rows},
       {"price_per_hour_usd", false, 0, true, 1e6, 1.0, &hw.price_per_hour_usd},
@@ -90,6 +91,10 @@ Result<HardwareSpec> load_hardware(const std::string& path) {
     }
   }
 
+  // 0 means "as attention_efficiency"; between 0 and the other efficiencies' floor it means nothing.
+  if (hw.prefill_attention_efficiency > 0 && hw.prefill_attention_efficiency < 1e-3) {
+    return f.expected("prefill_attention_efficiency", "0 (as attention_efficiency) or a number in [0.001, 1]");
+  }
   if (const toml::node* bf16 = root.get("bf16")) {
     const auto* b = bf16->as_boolean();
     if (b == nullptr) return f.expected("bf16", "true or false");

@@ -23,6 +23,11 @@ struct HardwareSpec {
   double gemm_efficiency = 0.7;        // fraction of tensor peak a large GEMM achieves
   double memory_efficiency = 0.75;     // fraction of peak bandwidth streaming achieves
   double attention_efficiency = 0.6;   // fraction of peak (compute or bandwidth) attention achieves
+  // The same for the attention of prompt chunks (items of more than one new token), which is
+  // compute-bound where decode attention is memory-bound, and reaches a different fraction of its
+  // peak (FlashAttention-style kernels against paged decode kernels; scalar loops on a CPU, where
+  // the cache holds the KV). 0 = attention_efficiency.
+  double prefill_attention_efficiency = 0;
   double overhead = 0;                 // fixed cost of one iteration: launches, CPU (s)
   // GEMM efficiency grows with the rows (tokens) of the product, as tiles fill:
   // gemm_efficiency x M / (M + gemm_half_rows). 0 = flat.

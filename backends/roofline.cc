@@ -38,9 +38,8 @@ double RooflineModel::gemm_time(double flops, double bytes, double rows) const {
   return std::max(flops / (peak * eff), memory_time(bytes));
 }
 
-double RooflineModel::attention_time(double flops, double bytes) const {
-  return std::max(flops / (hw_.fp16_flops * hw_.attention_efficiency),
-                  bytes / (hw_.memory_bandwidth * hw_.attention_efficiency));
+double RooflineModel::attention_time(double flops, double bytes, double efficiency) const {
+  return std::max(flops / (hw_.fp16_flops * efficiency), bytes / (hw_.memory_bandwidth * efficiency));
 }
 
 RooflineBreakdown RooflineModel::price(const Batch& batch) const {
@@ -71,6 +70,9 @@ RooflineBreakdown RooflineModel::price_items(size_t n, ItemAt item_at, int64_t g
   const double kv_heads = std::max(1.0, static_cast<double>(m.num_kv_heads) / tp);
   const double kv_dim = kv_heads * hd;
   const double layers = static_cast<double>(m.num_layers);
+  const double prefill_efficiency = hw_.prefill_attention_efficiency > 0
+                                        ? hw_.prefill_attention_efficiency
+                                        : hw_.attention_efficiency;
 
   // One-token items, priced together (see the constructor); the decode group's are all such.
   auto tokens = static_cast<double>(group), emitting = static_cast<double>(group);
@@ -95,7 +97,8 @@ RooflineBreakdown RooflineModel::price_items(size_t n, ItemAt item_at, int64_t g
     const double bytes = (ctx + new_t) * 2 * kv_dim * kvb    // read K and V (the new ones included)
                          + new_t * 2 * kv_dim * kvb           // write the new K and V
                          + 2 * new_t * q_dim * ab;            // read Q, write the output
-    t.attention += attention_time(flops, bytes) * layers;
+    const double efficiency = item.new_tokens > 1 ? prefill_efficiency : hw_.attention_efficiency;
+    t.attention += attention_time(flops, bytes, efficiency) * layers;
   }
   if (decodes > 0) t.attention += decode_attention(decodes, decode_context);
 

@@ -3,7 +3,8 @@
 // output projection, gate/up/down or the active experts of a mixture, the LM head for the sequences
 // that emit a token) it counts FLOPs and the bytes that must cross device memory (weights once per
 // iteration, KV read per sequence, activations), and prices it at
-//     max(FLOPs / (peak x efficiency), bytes / (bandwidth x memory efficiency));
+//     max(FLOPs / (peak x efficiency), bytes / (bandwidth x memory efficiency))
+// (attention: of decodes at attention_efficiency, of prompt chunks at prefill_attention_efficiency);
 // the operators' times are summed, with two all-reduces per layer when tp > 1, plus the hardware's
 // fixed per-iteration overhead. Pricing costs time proportional to the batch's sequences, never to
 // its tokens.
@@ -69,7 +70,8 @@ class RooflineModel {
  private:
   // max(compute, memory) with the GEMM efficiency for `rows` rows.
   double gemm_time(double flops, double bytes, double rows) const;
-  double attention_time(double flops, double bytes) const;
+  // max(compute, memory) at `efficiency` of both peaks.
+  double attention_time(double flops, double bytes, double efficiency) const;
   double memory_time(double bytes) const;
   // price() over items item_at(0 .. n - 1) and `group` decodes over `group_context` cached tokens.
   template <typename ItemAt>

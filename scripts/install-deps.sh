@@ -4,7 +4,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PACKAGES=(cmake make g++ libboost-program-options-dev libboost-graph-dev libsqlite3-dev
           libtomlplusplus-dev nlohmann-json3-dev libgtest-dev sqlite3 python3
-          libjs-chart.js chromium)
+          libjs-chart.js chromium libnlopt-dev)
+# libnlopt-dev: NLopt's BOBYQA, the optimiser of `sim calibrate`.
 # libjs-chart.js: Chart.js, built into `sim report --html` pages; chromium: their browser test.
 # The fuzz targets (scripts/fuzz.sh, and CI's fuzz step) need clang and its libFuzzer runtime.
 if [ -n "${FUZZ:-}" ]; then PACKAGES+=(clang libclang-rt-14-dev); fi

@@ -124,6 +124,21 @@ TEST(Hardware, DefaultsWhenOptionalKeysAbsent) {
   EXPECT_DOUBLE_EQ(hw.value().memory_bytes, 16.0 * 1073741824.0);
 }
 
+TEST(Hardware, PrefillAttentionEfficiencyIsZeroUnlessGiven) {
+  EXPECT_EQ(load_ok("a100-80gb.toml").prefill_attention_efficiency, 0);
+  auto hw = load_hardware(write_temp(std::string(kMinimal) + "prefill_attention_efficiency = 0.25\n"));
+  ASSERT_TRUE(hw.ok()) << hw.error().message;
+  EXPECT_DOUBLE_EQ(hw.value().prefill_attention_efficiency, 0.25);
+  EXPECT_TRUE(load_hardware(write_temp(std::string(kMinimal) + "prefill_attention_efficiency = 0\n")).ok());
+  // Between 0 ("as attention_efficiency") and 0.001 it would mean a kernel 1,000 times too slow.
+  std::string path;
+  std::string msg = load_error(std::string(kMinimal) + "prefill_attention_efficiency = 1e-6\n", &path);
+  EXPECT_NE(msg.find("prefill_attention_efficiency: expected 0 (as attention_efficiency) or a number"),
+            std::string::npos) << msg;
+  msg = load_error(std::string(kMinimal) + "prefill_attention_efficiency = 1.5\n");
+  EXPECT_NE(msg.find("prefill_attention_efficiency: expected"), std::string::npos) << msg;
+}
+
 TEST(Hardware, IntegerAndFloatValuesBothAccepted) {
   auto hw = load_hardware(write_temp(std::string(kMinimal) + "gemm_efficiency = 1\noverhead_us = 0\n"));
   ASSERT_TRUE(hw.ok()) << hw.error().message;

@@ -87,5 +87,32 @@ TEST(Roofline, AMixtureReadsOnlyTheExpertsItsTokensChose) {
   EXPECT_LT(t, all / 2);
 }
 
+TEST(Roofline, PrefillAttentionEfficiencyPricesOnlyTheAttentionOfPromptChunks) {
+  const RooflineModel base = model("a100-80gb", "llama-3-8b", DType::kBf16);
+  // 0, the default of every shipped file: prompt chunks take attention_efficiency, as before.
+  EXPECT_EQ(base.hardware().prefill_attention_efficiency, 0);
+  HardwareSpec hw = base.hardware();
+  hw.prefill_attention_efficiency = hw.attention_efficiency;
+  const RooflineModel same(hw, base.model(), base.options());
+  hw.prefill_attention_efficiency = hw.attention_efficiency / 4;
+  const RooflineModel slow(hw, base.model(), base.options());
+  const std::vector<RooflineModel::Item> mixed = {{2048, 512, true}, {1, 4000, true}, {1, 100, true}};
+  const RooflineBreakdown b = base.price(mixed.data(), mixed.size());
+  const RooflineBreakdown s = same.price(mixed.data(), mixed.size());
+  const RooflineBreakdown q = slow.price(mixed.data(), mixed.size());
+  EXPECT_EQ(b.total(), s.total());
+  // A quarter of the efficiency: the chunk's attention takes four times as long, the decodes' and
+  // everything else the same.
+  const RooflineModel::Item chunk = mixed[0];
+  const double chunk_attention = base.price(&chunk, 1).attention;
+  EXPECT_NEAR(q.attention - b.attention, 3 * chunk_attention, 1e-9 * b.total());
+  EXPECT_EQ(q.gemm, b.gemm);
+  EXPECT_EQ(q.lm_head, b.lm_head);
+  // Decodes alone do not see it.
+  const std::vector<RooflineModel::Item> decodes(mixed.begin() + 1, mixed.end());
+  EXPECT_EQ(slow.price(decodes.data(), decodes.size()).total(),
+            base.price(decodes.data(), decodes.size()).total());
+}
+
 }  // namespace
 }  // namespace servesim

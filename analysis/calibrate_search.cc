@@ -1,0 +1,370 @@
+// The search of `sim calibrate` (calibrate_search.h).
+//
+// Why BOBYQA: the loss is a smooth function of a handful of bounded parameters (the efficiencies
+// and gemm_half_rows) with kinks where an operator changes from compute- to memory-bound (the
+// roofline's max()), and it has no derivatives we could write down. BOBYQA (Powell) is a
+// derivative-free trust-region method that models the loss by quadratics and honours bounds by
+// construction, with a few dozen evaluations per dimension. A gradient method (or Ceres) would need
+// numeric derivatives through those kinks, and Ceres is a large dependency for a five-parameter fit.
+#include "analysis/calibrate_search.h"
+
+#include <nlopt.h>
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+
+namespace servesim::calibration {
+namespace {
+
+constexpr const char* kTooSlow =
+    "the roofline is too slow for these batches even at peak: the peak figure is too low for "
+    "them (data that stays in cache, a probe taken on a loaded machine) or the model counts work "
+    "the engine does not do; raise the peak in the hardware file or add the missing term";
+constexpr const char* kTooFast =
+    "the roofline is far too fast for these batches: a cost it does not model (per sequence, per "
+    "token, an unmodelled kernel) is being absorbed here; look at the residuals by kind and size";
+
+constexpr KeyInfo kKeys[] = {
+    {FitKey::kGemmEfficiency, "gemm_efficiency", &HardwareSpec::gemm_efficiency, 0.01, 1, 1, false,
+     kTooFast, kTooSlow},
+    {FitKey::kMemoryEfficiency, "memory_efficiency", &HardwareSpec::memory_efficiency, 0.01, 1, 1,
+     false, kTooFast, kTooSlow},
+    {FitKey::kAttentionEfficiency, "attention_efficiency", &HardwareSpec::attention_efficiency,
+     0.01, 1, 1, false, kTooFast, kTooSlow},
+    {FitKey::kPrefillAttentionEfficiency, "prefill_attention_efficiency",
+     &HardwareSpec::prefill_attention_efficiency, 0.01, 1, 1, false, kTooFast, kTooSlow},
+    // Past 8,192 rows (a whole vLLM token budget) the ramp no longer shapes any real batch.
+    {FitKey::kGemmHalfRows, "gemm_half_rows", &HardwareSpec::gemm_half_rows, 0, 8192, 1, false,
+     "GEMM efficiency shows no growth with rows in these batches (flat, as on a CPU); if you "
+     "expected a ramp, the batches may not cover small row counts",
+     "the efficiency keeps growing with rows past any real batch: the GEMM peak or "
+     "gemm_efficiency is wrong"},
+    {FitKey::kOverhead, "overhead_us", &HardwareSpec::overhead, 0, 1, 1e6, true,
+     "the best fixed cost per iteration is 0 or less: the other terms already make small batches "
+     "as slow as measured (at one row the read of the weights acts as a fixed cost); if the "
+     "engine has a fixed cost of its own, the roofline is too slow for small batches",
+     "more than a second per iteration: the measurements are not of this model"},
+};
+
+// Solves the k x k system g t = b in place (Gaussian elimination with partial pivoting); false when
+// it is singular to working precision (a column that is a multiple of another).
+bool solve(std::vector<double>& g, std::vector<double>& b, size_t k) {
+  for (size_t col = 0; col < k; ++col) {
+    size_t pivot = col;
+    for (size_t r = col + 1; r < k; ++r) {
+      if (std::fabs(g[r * k + col]) > std::fabs(g[pivot * k + col])) pivot = r;
+    }
+    if (std::fabs(g[pivot * k + col]) <= 1e-12 * std::fabs(g[col * k + col]) ||
+        g[pivot * k + col] == 0) {
+      return false;
+    }
+    for (size_t c = 0; c < k; ++c) std::swap(g[col * k + c], g[pivot * k + c]);
+    std::swap(b[col], b[pivot]);
+    for (size_t r = col + 1; r < k; ++r) {
+      const double f = g[r * k + col] / g[col * k + col];
+      for (size_t c = col; c < k; ++c) g[r * k + c] -= f * g[col * k + c];
+      b[r] -= f * b[col];
+    }
+  }
+  for (size_t r = k; r-- > 0;) {
+    for (size_t c = r + 1; c < k; ++c) b[r] -= g[r * k + c] * b[c];
+    b[r] /= g[r * k + r];
+  }
+  return true;
+}
+
+// The sample's loss at x, with the solved keys at their best values >= 0 (into theta).
+class Objective {
+ public:
+  Objective(const Context& c, const std::vector<double>& weight) : c_(c), weight_(weight) {
+    for (double w : weight) total_ += w;
+  }
+
+  double operator()(const double* x, std::vector<double>& theta) const {
+    ++evaluations;
+    const std::vector<double> zero(c_.solved.size(), 0.0);
+    const RooflineModel roofline(hardware_at(c_, x, zero), c_.model, c_.options);
+    std::vector<double> q(c_.data.size(), 0.0);
+    for (size_t i = 0; i < c_.data.size(); ++i) {
+      if (weight_[i] > 0) q[i] = c_.price(roofline, c_.data[i]);
+    }
+    theta = best_additive(q);
+    double loss = 0;
+    for (size_t i = 0; i < c_.data.size(); ++i) {
+      if (weight_[i] == 0) continue;
+      double p = q[i];
+      for (size_t j = 0; j < theta.size(); ++j) p += theta[j] * c_.columns[j][i];
+      const double r = (p - c_.data[i].measured) / c_.data[i].measured;
+      loss += weight_[i] * r * r;
+    }
+    return loss / total_;
+  }
+
+  mutable int evaluations = 0;
+
+ private:
+  // The additive values >= 0 that minimise sum w ((q + A theta - m) / m)^2: a convex quadratic,
+  // whose minimum over theta >= 0 is the unconstrained minimum over the free keys of one subset
+  // (the rest at 0); with at most a few keys, every subset is tried.
+  std::vector<double> best_additive(const std::vector<double>& q) const {
+    const size_t n = c_.solved.size();
+    std::vector<double> best(n, 0.0);
+    double best_value = 0;  // of theta = 0, relative to the constant part
+    for (uint32_t mask = 1; mask < (1u << n); ++mask) {
+      std::vector<size_t> free;
+      for (size_t j = 0; j < n; ++j) {
+        if (mask & (1u << j)) free.push_back(j);
+      }
+      const size_t k = free.size();
+      std::vector<double> g(k * k, 0.0), b(k, 0.0);
+      for (size_t i = 0; i < c_.data.size(); ++i) {
+        if (weight_[i] == 0) continue;
+        const double m = c_.data[i].measured, v = weight_[i] / (m * m);
+        for (size_t a = 0; a < k; ++a) {
+          const double ca = c_.columns[free[a]][i];
+          b[a] += v * ca * (m - q[i]);
+          for (size_t e = 0; e < k; ++e) g[a * k + e] += v * ca * c_.columns[free[e]][i];
+        }
+      }
+      std::vector<double> t = b;
+      if (!solve(g, t, k)) continue;
+      if (std::any_of(t.begin(), t.end(), [](double v) { return v < 0; })) continue;
+      // The quadratic t'Gt - 2b't at the minimum is -b't.
+      double value = 0;
+      for (size_t a = 0; a < k; ++a) value -= b[a] * t[a];
+      if (value < best_value) {
+        best_value = value;
+        std::fill(best.begin(), best.end(), 0.0);
+        for (size_t a = 0; a < k; ++a) best[free[a]] = t[a];
+      }
+    }
+    return best;
+  }
+
+  const Context& c_;
+  const std::vector<double>& weight_;
+  double total_ = 0;
+};
+
+struct SearchState {
+  const Objective* objective;
+  Optimum* best;
+  std::vector<double> theta;
+};
+
+double nlopt_objective(unsigned /*n*/, const double* x, double* /*grad*/, void* data) {
+  auto* s = static_cast<SearchState*>(data);
+  const double loss = (*s->objective)(x, s->theta);
+  // Kept here rather than trusted from nlopt_optimize: a failure code still leaves the best point.
+  if (loss < s->best->loss) {
+    s->best->loss = loss;
+    s->best->x.assign(x, x + s->best->x.size());
+    s->best->theta = s->theta;
+  }
+  return loss;
+}
+
+// BOBYQA stops when its trust region shrinks below kXtol in every coordinate: a relative change of
+// 1e-6 in each value, far below the bootstrap's ranges. (No tolerance on the loss: NLopt's fires
+// when two evaluations happen to agree, as they do where a key stops mattering, far from the end.)
+constexpr double kXtol = 1e-6;
+
+// BOBYQA stops within its tolerance of a bound, not on it: coordinates that close are put on their
+// bound when the loss there is as low (to 1e-6 of itself), so that the file says 1 or 0 rather than
+// 0.9999996 or 3e-22.
+void snap_to_bounds(const Context& c, const Objective& objective, Optimum& best) {
+  std::vector<double> x = best.x;
+  for (size_t k = 0; k < x.size(); ++k) {
+    const double tolerance = kAtBound * (c.upper[k] - c.lower[k]);
+    if (x[k] - c.lower[k] < tolerance) x[k] = c.lower[k];
+    if (c.upper[k] - x[k] < tolerance) x[k] = c.upper[k];
+  }
+  if (x == best.x) return;
+  std::vector<double> theta;
+  const double loss = objective(x.data(), theta);
+  if (loss <= best.loss * (1 + 1e-6)) {
+    best.x = x;
+    best.theta = theta;
+    best.loss = loss;
+  }
+}
+
+// Whether some prediction changes when key k does (halved, or from 0 rows to 64): a key that moves
+// none (the prefill efficiency without prompt chunks) cannot be fitted from these data.
+bool moves_a_prediction(const KeyInfo& k, const HardwareSpec& base, const ModelSpec& model,
+                        const RooflineOptions& options, const std::vector<Measurement>& data,
+                        const MeasurementPrice& price, const std::vector<double>& q) {
+  HardwareSpec moved = base;
+  const double v = value_of(k, base);
+  moved.*(k.field) = k.key == FitKey::kGemmHalfRows ? (v > 0 ? v / 2 : 64) : v / 2;
+  const RooflineModel roofline(moved, model, options);
+  for (size_t i = 0; i < data.size(); ++i) {
+    if (std::fabs(price(roofline, data[i]) - q[i]) > 1e-9 * std::fabs(q[i])) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::span<const KeyInfo> all_keys() { return kKeys; }
+
+const KeyInfo& key_info(FitKey key) {
+  for (const KeyInfo& k : kKeys) {
+    if (k.key == key) return k;
+  }
+  assert(false && "every FitKey has a kKeys row");
+  return kKeys[0];
+}
+
+double value_of(const KeyInfo& k, const HardwareSpec& hw) {
+  const double v = hw.*(k.field);
+  return k.key == FitKey::kPrefillAttentionEfficiency && v == 0 ? hw.attention_efficiency : v;
+}
+
+// The optimiser's coordinate: logarithms, so that a step is a factor (0.01 to 1 is as wide as
+// 0.1 to 1 twice over) and the loss is about as curved at 0.02 as at 0.8; 1 + rows for
+// gemm_half_rows, whose natural value 0 has no logarithm.
+double to_x(const KeyInfo& k, double v) {
+  return k.key == FitKey::kGemmHalfRows ? std::log1p(v) : std::log(v);
+}
+double from_x(const KeyInfo& k, double x) {
+  return k.key == FitKey::kGemmHalfRows ? std::expm1(x) : std::exp(x);
+}
+
+HardwareSpec hardware_at(const Context& c, const double* x, const std::vector<double>& theta) {
+  HardwareSpec hw = c.start;
+  for (size_t k = 0; k < c.searched.size(); ++k) {
+    hw.*(c.searched[k]->field) = from_x(*c.searched[k], x[k]);
+  }
+  for (size_t j = 0; j < c.solved.size(); ++j) hw.*(c.solved[j]->field) = theta[j];
+  return hw;
+}
+
+double mape(const HardwareSpec& hw, const Context& c, const std::vector<double>& weight) {
+  const RooflineModel roofline(hw, c.model, c.options);
+  double sum = 0, total = 0;
+  for (size_t i = 0; i < c.data.size(); ++i) {
+    if (weight[i] == 0) continue;
+    const Measurement& m = c.data[i];
+    sum += weight[i] * std::fabs(c.price(roofline, m) - m.measured) / m.measured;
+    total += weight[i];
+  }
+  return total > 0 ? sum / total : 0;
+}
+
+// The keys split into searched and solved, and the additive keys' columns: the change of each
+// prediction per unit of the key, from the start (exact: the key only adds to the prediction).
+Context make_context(const HardwareSpec& start, const ModelSpec& model,
+                     const RooflineOptions& options, const std::vector<Measurement>& data,
+                     const CalibrationOptions& cal, std::vector<FitKey>& unfitted) {
+  Context c{start, model, options, data, cal.price, {}, {}, {}, {}, {}};
+  HardwareSpec base = start;
+  for (FitKey key : cal.keys) {
+    const KeyInfo& k = key_info(key);
+    if (k.additive) base.*(k.field) = 0;
+  }
+  const RooflineModel at_zero(base, model, options);
+  std::vector<double> q(data.size());
+  for (size_t i = 0; i < data.size(); ++i) q[i] = cal.price(at_zero, data[i]);
+  for (FitKey key : cal.keys) {
+    const KeyInfo& k = key_info(key);
+    if (!k.additive) {
+      if (!moves_a_prediction(k, base, model, options, data, cal.price, q)) {
+        unfitted.push_back(key);
+        continue;
+      }
+      c.searched.push_back(&k);
+      c.lower.push_back(to_x(k, k.lower));
+      c.upper.push_back(to_x(k, k.upper));
+      continue;
+    }
+    constexpr double kUnit = 1e-3;  // 1 ms: large enough to stand out of rounding
+    HardwareSpec one = base;
+    one.*(k.field) = kUnit;
+    const RooflineModel at_one(one, model, options);
+    std::vector<double> column(data.size());
+    double largest = 0;
+    for (size_t i = 0; i < data.size(); ++i) {
+      column[i] = (cal.price(at_one, data[i]) - q[i]) / kUnit;
+      largest = std::max(largest, std::fabs(column[i]));
+    }
+    if (largest < 1e-6) {  // the price does not depend on it
+      unfitted.push_back(key);
+      continue;
+    }
+    c.solved.push_back(&k);
+    c.columns.push_back(std::move(column));
+  }
+  return c;
+}
+
+std::vector<double> start_x(const Context& c) {
+  std::vector<double> x;
+  for (size_t k = 0; k < c.searched.size(); ++k) {
+    const KeyInfo& key = *c.searched[k];
+    const double v = std::clamp(value_of(key, c.start), key.lower, key.upper);
+    x.push_back(std::clamp(to_x(key, v), c.lower[k], c.upper[k]));
+  }
+  return x;
+}
+
+// Minimises the sample's loss from x0 with BOBYQA, with initial steps of `step` in the optimiser's
+// coordinates (a factor e^step), within max_evaluations.
+Optimum minimise(const Context& c, const std::vector<double>& weight, std::vector<double> x0,
+                 double step, int max_evaluations) {
+  const Objective objective(c, weight);
+  const size_t n = c.searched.size();
+  Optimum best;
+  best.x = x0;
+  best.loss = objective(x0.data(), best.theta);
+  best.loss_start = best.loss;
+  if (n > 0) {
+    nlopt_opt opt = nlopt_create(NLOPT_LN_BOBYQA, static_cast<unsigned>(n));
+    nlopt_set_lower_bounds(opt, c.lower.data());
+    nlopt_set_upper_bounds(opt, c.upper.data());
+    std::vector<double> steps(n);
+    for (size_t k = 0; k < n; ++k) steps[k] = std::min(step, (c.upper[k] - c.lower[k]) / 4);
+    nlopt_set_initial_step(opt, steps.data());
+    nlopt_set_xtol_abs1(opt, kXtol);
+    nlopt_set_maxeval(opt, std::max(1, max_evaluations - 1));
+    SearchState state{&objective, &best, {}};
+    nlopt_set_min_objective(opt, nlopt_objective, &state);
+    double f = 0;
+    best.code = static_cast<int>(nlopt_optimize(opt, x0.data(), &f));
+    nlopt_destroy(opt);
+    snap_to_bounds(c, objective, best);
+  }
+  best.evaluations = objective.evaluations;
+  return best;
+}
+
+// The best of BOBYQA runs from the file's values and from three points across the box (every
+// coordinate a quarter, half and three quarters of the way up its range): the loss has kinks where
+// operators change from memory- to compute-bound, and local minima where keys trade against each
+// other (the overhead, the weights' read at one row and the GEMM ramp all add a fixed cost).
+Optimum minimise_from_starts(const Context& c, const std::vector<double>& weight,
+                             const CalibrationOptions& cal) {
+  std::vector<std::vector<double>> starts = {start_x(c)};
+  for (double f : {0.25, 0.5, 0.75}) {
+    std::vector<double> x(c.searched.size());
+    for (size_t k = 0; k < x.size(); ++k) x[k] = c.lower[k] + f * (c.upper[k] - c.lower[k]);
+    if (!x.empty()) starts.push_back(x);
+  }
+  Optimum best;
+  int evaluations = 0;
+  for (size_t s = 0; s < starts.size(); ++s) {
+    Optimum o = minimise(c, weight, starts[s], 0.5, cal.max_evaluations);
+    evaluations += o.evaluations;
+    if (s == 0) {
+      best = std::move(o);
+    } else if (o.loss < best.loss) {
+      o.loss_start = best.loss_start;  // the loss at the file's values
+      best = std::move(o);
+    }
+  }
+  best.evaluations = evaluations;
+  return best;
+}
+
+}  // namespace servesim::calibration
