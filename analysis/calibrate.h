@@ -26,9 +26,17 @@
 namespace servesim {
 
 // One measured iteration to fit: its items and measured duration (s, > 0).
+// The parts of an iteration a measured time covers (analysis/measured.h prices each comparably).
+enum class Coverage {
+  kIteration,     // the whole iteration, as an engine logs it: RooflineBreakdown::total()
+  kLayers,        // the transformer layers (Vidur): gemm + attention + other - embedding
+  kLinearLayers,  // the layers without attention (Vidur's mlp.csv): gemm + other - embedding
+};
+
 struct Measurement {
   std::vector<RooflineModel::Item> items;
   double measured = 0;
+  Coverage covers = Coverage::kIteration;
 };
 
 // The hardware keys a fit may change. The efficiencies and gemm_half_rows are searched by the
@@ -151,6 +159,14 @@ std::string hardware_toml(const HardwareSpec& hw, const std::string& header);
 // calibrate_* metrics (when the database takes writes). Errors: no database, no such run, no
 // measured iterations, no batch_items, an unreadable hardware or model file, an unwritable
 // out_path.
+// The same fit to measured timings instead of a run: `path` a Vidur profile folder or a CSV of
+// ours (analysis/measured.h), priced with `hardware_path` and `model_path` at tensor-parallel
+// degree tp, each measurement priced only over the parts it covers (comparable_price; so the
+// overhead, which no profile covers, is not fitted). Writes out_path and prints the same report.
+Status calibrate_measured(const std::string& path, const std::string& hardware_path,
+                          const std::string& model_path, int32_t tp, const std::string& out_path,
+                          std::ostream& out, const CalibrationOptions& calibration = {});
+
 Status calibrate_run(const std::string& db_path, std::optional<int64_t> run_id,
                      const std::string& out_path, std::ostream& out,
                      const CalibrationOptions& calibration = {});

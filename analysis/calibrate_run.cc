@@ -9,6 +9,7 @@
 
 #include "analysis/batch_log.h"
 #include "analysis/calibrate.h"
+#include "analysis/measured.h"
 #include "analysis/database.h"
 
 namespace servesim {
@@ -164,6 +165,37 @@ Status store_metrics(const std::string& db_path, int64_t run, const CalibrationF
   return Ok{};
 }
 
+// Writes the fitted hardware file to out_path (its header comment: where the data came from, the
+// keys fitted, the summary and the warnings) and prints the report of the fit.
+Status write_and_print(const CalibrationFit& fit, const CalibrationOptions& calibration,
+                       const std::string& from, size_t count, const std::string& what,
+                       const std::string& hardware_path, const std::string& out_path, std::ostream& out) {
+  const std::vector<std::string> lines = summary(fit, calibration);
+  const std::vector<std::string> warnings = fit.warnings();
+  std::string header = "# Calibrated by `sim calibrate` from " + one_line(from) + " (" + std::to_string(count) +
+                       " " + what + ");\n# the keys fitted:";
+  for (const ParameterFit& p : fit.parameters) {
+    if (p.fitted) header += std::string(" ") + fit_key_name(p.key);
+  }
+  header += "; the rest copied from " + one_line(hardware_path) + ".\n";
+  for (const std::string& l : lines) header += "# " + l + "\n";
+  for (const std::string& w : warnings) header += "# WARNING: " + w + "\n";
+  {
+    std::ofstream file(out_path, std::ios::binary | std::ios::trunc);
+    if (file) file << hardware_toml(fit.hardware, header);
+    if (!file || !file.flush()) return Error{"cannot write " + out_path + "; use another --out"};
+  }
+  out << "Calibration of " << hardware_path << " from " << from << " (" << count << " " << what << ")\n"
+      << method(fit) << "\n";
+  out << lines[0] << "\n";
+  print_parameters(fit, out);
+  for (size_t i = 1; i < lines.size(); ++i) out << lines[i] << "\n";
+  print_residuals(fit, out);
+  for (const std::string& w : warnings) out << "WARNING: " << w << "\n";
+  out << "Wrote " << out_path << "\n";
+  return Ok{};
+}
+
 }  // namespace
 
 std::string hardware_toml(const HardwareSpec& hw, const std::string& header) {
@@ -211,32 +243,37 @@ Status calibrate_run(const std::string& db_path, std::optional<int64_t> run_id,
   const std::vector<std::string> lines = summary(fit, calibration);
   const std::vector<std::string> warnings = fit.warnings();
 
-  std::string header = "# Calibrated by `sim calibrate` from " + name + " of " + one_line(db_path) +
-                       " (" + std::to_string(data.value().size()) + " measured iterations);\n" +
-                       "# the keys fitted:";
-  for (const ParameterFit& p : fit.parameters) header += std::string(" ") + fit_key_name(p.key);
-  header += "; the rest copied from " + one_line(run.hardware) + ".\n";
-  for (const std::string& l : lines) header += "# " + l + "\n";
-  for (const std::string& w : warnings) header += "# WARNING: " + w + "\n";
-  {
-    std::ofstream file(out_path, std::ios::binary | std::ios::trunc);
-    if (file) file << hardware_toml(fit.hardware, header);
-    if (!file || !file.flush()) return Error{"cannot write " + out_path + "; use another --out"};
-  }
-
-  out << "Calibration of " << run.hardware << " from " << name << " of " << db_path << " ("
-      << data.value().size() << " measured iterations)\n" << method(fit) << "\n";
-  out << lines[0] << "\n";
-  print_parameters(fit, out);
-  for (size_t i = 1; i < lines.size(); ++i) out << lines[i] << "\n";
-  print_residuals(fit, out);
-  for (const std::string& w : warnings) out << "WARNING: " << w << "\n";
-  out << "Wrote " << out_path << "\n";
+  Status written = write_and_print(fit, calibration, name + " of " + db_path, data.value().size(),
+                                   "measured iterations", run.hardware, out_path, out);
+  if (!written.ok()) return written;
   // The file is the product; a database that cannot take the summary (read-only) does not undo it.
   if (Status s = store_metrics(db_path, run.id, fit); !s.ok()) {
     out << "(the calibrate_* metrics were not stored: " << s.error().message << ")\n";
   }
   return Ok{};
+}
+
+Status calibrate_measured(const std::string& path, const std::string& hardware_path,
+                          const std::string& model_path, int32_t tp, const std::string& out_path,
+                          std::ostream& out, const CalibrationOptions& calibration) {
+  Result<HardwareSpec> hw = load_hardware(hardware_path);
+  if (!hw.ok()) return hw.error();
+  Result<ModelSpec> model = load_model(model_path);
+  if (!model.ok()) return model.error();
+  if (Status s = check_tensor_parallel(model.value(), tp); !s.ok()) return s.error();
+  Result<std::vector<MeasuredBatch>> read = read_measured_path(path, model.value(), tp, nullptr);
+  if (!read.ok()) return read.error();
+  std::vector<Measurement> data;
+  for (const MeasuredBatch& b : read.value()) data.push_back(b.measurement);
+  if (data.empty()) return Error{path + " has no measured batch this model can be priced on"};
+  // As sim validate --measured prices them: the model's own precision throughout.
+  RooflineOptions options;
+  options.tp = tp;
+  options.weights = options.kv = options.activations = model.value().dtype;
+  CalibrationOptions fit_options = calibration;
+  fit_options.price = [](const RooflineModel& r, const Measurement& m) { return comparable_price(r, m.items, m.covers); };
+  const CalibrationFit fit = fit_hardware(hw.value(), model.value(), options, data, fit_options);
+  return write_and_print(fit, fit_options, path, data.size(), "measured batches", hardware_path, out_path, out);
 }
 
 }  // namespace servesim

@@ -4,6 +4,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <optional>
 #include <string_view>
@@ -83,6 +84,7 @@ MeasuredBatch finish(Pending&& p) {
   MeasuredBatch b;
   b.kind = kind_of(p.items);
   b.covers = Coverage::kIteration;
+  b.measurement.covers = b.covers;
   b.label = "iteration " + std::to_string(p.iteration) + " (line " + std::to_string(p.line) + ")";
   b.measurement.items = std::move(p.items);
   b.measurement.measured = p.ms / 1e3;
@@ -250,6 +252,18 @@ Result<std::vector<MeasuredBatch>> read_measured_csv(const std::string& path) {
   if (pending.iteration < 0) return Error{path + ": no measured iterations (no rows after the header)"};
   out.push_back(finish(std::move(pending)));
   return out;
+}
+
+Result<std::vector<MeasuredBatch>> read_measured_path(const std::string& path, const ModelSpec& model,
+                                                      int32_t tp, std::vector<std::string>* notes) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    Result<VidurProfile> profile = read_vidur_profile(path, model, tp);
+    if (!profile.ok()) return profile.error();
+    if (notes != nullptr) notes->insert(notes->end(), profile.value().notes.begin(), profile.value().notes.end());
+    return std::move(profile.value().batches);
+  }
+  return read_measured_csv(path);
 }
 
 }  // namespace servesim

@@ -63,11 +63,6 @@ const char* measured_kind_name(MeasuredKind kind);
 
 // The part of an iteration a measured time covers, and so the part of the roofline's price that is
 // compared with it (comparable_price).
-enum class Coverage {
-  kIteration,     // the whole iteration, as an engine logs it: RooflineBreakdown::total()
-  kLayers,        // the transformer layers (Vidur): gemm + attention + other - embedding
-  kLinearLayers,  // the layers without attention (Vidur's mlp.csv): gemm + other - embedding
-};
 // "iteration" | "layers" | "linear layers".
 const char* coverage_name(Coverage c);
 
@@ -94,6 +89,11 @@ double comparable_price(const RooflineModel& roofline, const MeasuredBatch& batc
 // read and one activation written per token, at the roofline's memory efficiency (roofline.cc,
 // price_rest). Comparable prices subtract it.
 double embedding_time(const RooflineModel& roofline, double tokens);
+
+// The measured batches at `path`: a Vidur profile folder (read_vidur_profile, its notes appended
+// to *notes) or a CSV of ours (read_measured_csv). Each batch's measurement carries its coverage.
+Result<std::vector<MeasuredBatch>> read_measured_path(const std::string& path, const ModelSpec& model,
+                                                      int32_t tp, std::vector<std::string>* notes);
 
 // Reads a CSV of our own (format above). Errors: the file's (missing, unreadable), a missing column
 // (`PATH:LINE: missing column 'measured_ms' (found: ...)`), a bad cell, an iteration's first row

@@ -195,18 +195,9 @@ Status validate_measured_path(const MeasuredRequest& r, std::ostream& out) {
   if (Status s = check_tensor_parallel(model.value(), r.tp); !s.ok()) return s.error();
   MeasuredSource source{r.path, preset_display_name(r.hardware_path, PresetKind::kHardware),
                         preset_display_name(r.model_path, PresetKind::kModel), r.tp, {}};
-  std::vector<MeasuredBatch> batches;
-  std::error_code ec;
-  if (std::filesystem::is_directory(r.path, ec)) {
-    Result<VidurProfile> profile = read_vidur_profile(r.path, model.value(), r.tp);
-    if (!profile.ok()) return profile.error();
-    batches = std::move(profile.value().batches);
-    source.notes = std::move(profile.value().notes);
-  } else {
-    Result<std::vector<MeasuredBatch>> csv = read_measured_csv(r.path);
-    if (!csv.ok()) return csv.error();
-    batches = std::move(csv).value();
-  }
+  Result<std::vector<MeasuredBatch>> read = read_measured_path(r.path, model.value(), r.tp, &source.notes);
+  if (!read.ok()) return read.error();
+  const std::vector<MeasuredBatch>& batches = read.value();
   // The precision the model is served in, as a measuring run's replay prices it (batch_log.cc).
   RooflineOptions options;
   options.tp = r.tp;

@@ -233,6 +233,7 @@ Result<VidurProfile> read_vidur_profile(const std::string& dir, const ModelSpec&
       MeasuredBatch b;
       b.kind = shape.decode ? MeasuredKind::kDecode : MeasuredKind::kPrefill;
       b.covers = Coverage::kLayers;
+      b.measurement.covers = b.covers;
       if (shape.decode) {
         b.measurement.items.assign(static_cast<size_t>(shape.size), RooflineModel::Item{1, shape.kv, true});
         b.label = "decode batch " + std::to_string(shape.size) + " over " + std::to_string(shape.kv);
@@ -266,6 +267,7 @@ Result<VidurProfile> read_vidur_profile(const std::string& dir, const ModelSpec&
     MeasuredBatch b;
     b.kind = MeasuredKind::kLinearOnly;
     b.covers = Coverage::kLinearLayers;
+    b.measurement.covers = b.covers;
     b.measurement.items = {RooflineModel::Item{tokens, 0, true}};
     b.measurement.measured = layers * mean.value() / 1e3;
     b.label = "linear " + std::to_string(tokens) + " tokens";

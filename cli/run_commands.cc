@@ -175,12 +175,11 @@ int list_runs_command(const std::vector<std::string>& args, std::ostream& out, s
 
 namespace {
 
-// `sim validate --measured PATH`: the roofline against measured timings instead of a run. A Vidur
-// profile folder's path implies its GPU and model (vidur_presets); a CSV names neither.
-int validate_measured_command(const Command& c, const po::variables_map& vm, std::ostream& out,
-                              std::ostream& err) {
+// The measured timings named by --measured, with the GPU and model to price them on: a Vidur
+// profile folder's path implies both (vidur_presets); a CSV names neither.
+Result<MeasuredRequest> measured_request(const po::variables_map& vm) {
   if (vm.count("run") != 0 || !vm["db"].defaulted()) {
-    return finish(c, Error{"--measured compares measured timings, not a run: leave out --db and --run"}, err);
+    return Error{"--measured compares measured timings, not a run: leave out --db and --run"};
   }
   MeasuredRequest r;
   r.path = vm["measured"].as<std::string>();
@@ -197,16 +196,23 @@ int validate_measured_command(const Command& c, const po::variables_map& vm, std
     return resolve_preset(implied_name, kind, name);
   };
   Result<std::string> hw = resolve("hardware", implied.hardware, PresetKind::kHardware);
-  if (!hw.ok()) return finish(c, hw.error(), err);
+  if (!hw.ok()) return hw.error();
   Result<std::string> model = resolve("model", implied.model, PresetKind::kModel);
-  if (!model.ok()) return finish(c, model.error(), err);
+  if (!model.ok()) return model.error();
   r.hardware_path = hw.value();
   r.model_path = model.value();
   const int64_t tp = vm["tp"].as<int64_t>();
-  if (tp < 1 || tp > 4096) {
-    return finish(c, Error{"--tp: expected an integer from 1 to 4096, got " + std::to_string(tp)}, err);
-  }
+  if (tp < 1 || tp > 4096) return Error{"--tp: expected an integer from 1 to 4096, got " + std::to_string(tp)};
   r.tp = static_cast<int32_t>(tp);
+  return r;
+}
+
+// `sim validate --measured PATH`: the roofline against measured timings instead of a run.
+int validate_measured_command(const Command& c, const po::variables_map& vm, std::ostream& out,
+                              std::ostream& err) {
+  Result<MeasuredRequest> request = measured_request(vm);
+  if (!request.ok()) return finish(c, request.error(), err);
+  MeasuredRequest& r = request.value();
   const std::string format = vm["format"].as<std::string>();
   if (format != "text" && format != "json") {
     return finish(c, Error{"--format: expected text or json, got '" + format + "'"}, err);
@@ -260,12 +266,17 @@ int calibrate_command(const std::vector<std::string>& args, std::ostream& out, s
   const Command c{"calibrate",
                   "Usage: sim calibrate [--db FILE] [--run ID] --out FILE [--fit KEY,...]\n"
                   "                     [--bootstrap N] [--seed N]\n"
+                  "       sim calibrate --measured PATH [--hardware NAME|FILE] [--model NAME|FILE] [--tp N]\n"
+                  "                     --out FILE [--fit KEY,...] [--bootstrap N] [--seed N]\n"
                   "Fits the hardware file's efficiencies (attention of decodes and of prompts apart),\n"
                   "gemm_half_rows and overhead to a measured run (--backend cpu or cuda) with\n"
                   "NLopt's BOBYQA and writes a new hardware file.\n"
                   "Prints whether the fit converged, each value with a bootstrap range and a warning\n"
                   "when it sits at a bound, the error on a held-out half of the iterations, and the\n"
                   "signed residuals by kind and size of batch; `sim validate --hardware FILE` then\n"
+                  "shows the error it leaves. With --measured, fits to measured GPU timings instead\n"
+                  "(a Vidur profile folder or a CSV, as `sim validate --measured` reads them), pricing\n"
+                  "only the parts each covers; `sim validate --measured PATH --hardware FILE` then\n"
                   "shows the error it leaves.\n"};
   po::options_description o = read_options(c);
   const CalibrationOptions defaults;
@@ -277,7 +288,12 @@ int calibrate_command(const std::vector<std::string>& args, std::ostream& out, s
       "bootstrap", po::value<int>()->default_value(defaults.bootstrap)->value_name("N"),
       "resamples for the 95 % ranges (0: none)")(
       "seed", po::value<int64_t>()->default_value(static_cast<int64_t>(defaults.seed))->value_name("N"),
-      "seed of the resamples and of the held-out half");
+      "seed of the resamples and of the held-out half")(
+      "measured", po::value<std::string>()->value_name("PATH"),
+      "fit to measured timings: a Vidur profile folder or a CSV of ours")(
+      "hardware", po::value<std::string>()->value_name("NAME|FILE"), "with --measured: the GPU to fit (its file is the start)")(
+      "model", po::value<std::string>()->value_name("NAME|FILE"), "with --measured: the model measured")(
+      "tp", po::value<int64_t>()->default_value(1)->value_name("N"), "with --measured: tensor-parallel degree");
   po::variables_map vm;
   if (auto done = parse(c, args, o, vm, out, err)) return *done;
   if (vm.count("out") == 0) return finish(c, Error{"--out FILE is required"}, err);
@@ -301,6 +317,16 @@ int calibrate_command(const std::vector<std::string>& args, std::ostream& out, s
       options.keys.push_back(key.value());
       start = comma + 1;
     }
+  }
+  if (vm.count("measured") != 0) {
+    Result<MeasuredRequest> r = measured_request(vm);
+    if (!r.ok()) return finish(c, r.error(), err);
+    return finish(c, calibrate_measured(r.value().path, r.value().hardware_path, r.value().model_path, r.value().tp,
+                                        vm["out"].as<std::string>(), out, options),
+                  err);
+  }
+  if (vm.count("hardware") != 0 || vm.count("model") != 0 || !vm["tp"].defaulted()) {
+    return finish(c, Error{"--hardware, --model and --tp apply with --measured only"}, err);
   }
   return finish(c, calibrate_run(vm["db"].as<std::string>(), run_id(vm), vm["out"].as<std::string>(), out,
                                  options),

@@ -63,7 +63,7 @@ TEST(Hardware, EveryShippedGpuFileLoads) {
     }
   }
   std::sort(files.begin(), files.end());
-  EXPECT_EQ(files.size(), 10u);
+  EXPECT_EQ(files.size(), 12u);  // ten GPUs, and two of them calibrated on Vidur's profiles
   for (const std::string& file : files) {
     SCOPED_TRACE(file);
     const HardwareSpec hw = load_ok(file);
@@ -80,6 +80,27 @@ TEST(Hardware, EveryShippedGpuFileLoads) {
     EXPECT_GT(hw.fp16_flops, hw.fp32_flops);
   }
   EXPECT_FALSE(load_ok("cpu-host.toml").name.empty());
+}
+
+// The calibrated files (x-vidur.toml) are their GPU's file with only the fitted efficiencies
+// changed: every datasheet figure, the overhead and the price stay the base file's.
+TEST(Hardware, CalibratedFilesChangeOnlyTheirEfficiencies) {
+  for (const auto& [calibrated, base] : {std::pair<std::string, std::string>{"a100-80gb-vidur.toml", "a100-80gb.toml"},
+                                         {"h100-sxm-vidur.toml", "h100-sxm.toml"}}) {
+    SCOPED_TRACE(calibrated);
+    const HardwareSpec c = load_ok(calibrated), b = load_ok(base);
+    EXPECT_EQ(c.memory_bytes, b.memory_bytes);
+    EXPECT_EQ(c.memory_bandwidth, b.memory_bandwidth);
+    EXPECT_EQ(c.fp16_flops, b.fp16_flops);
+    EXPECT_EQ(c.fp8_flops, b.fp8_flops);
+    EXPECT_EQ(c.interconnect_bandwidth, b.interconnect_bandwidth);
+    EXPECT_EQ(c.interconnect_latency, b.interconnect_latency);
+    EXPECT_EQ(c.overhead, b.overhead);  // the profiles do not cover it
+    EXPECT_EQ(c.price_per_hour_usd, b.price_per_hour_usd);
+    EXPECT_NE(c.gemm_efficiency, b.gemm_efficiency);
+  }
+  // Vidur's A100 decodes read the KV cache at about 89 % of peak bandwidth (README).
+  EXPECT_NEAR(load_ok("a100-80gb-vidur.toml").attention_efficiency, 0.887, 1e-9);
 }
 
 TEST(Hardware, A100RidgePointAndUnits) {

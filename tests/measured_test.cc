@@ -9,6 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "analysis/calibrate.h"
 #include "analysis/measured_report.h"
 #include "backends/hardware.h"
 #include "tests/cli_harness.h"
@@ -270,7 +271,61 @@ TEST(MeasuredValidation, ErrorsBiasAndBands) {
   EXPECT_GE(std::fabs(v.priced[v.worst[0]].error), std::fabs(v.priced[v.worst[1]].error));
 }
 
+// A fit to measurements that cover only the layers (as Vidur's) prices them comparably, recovers
+// the efficiencies they were made with, and leaves the overhead, which they do not cover, alone.
+TEST(CalibrateMeasured, RecoversEfficienciesFromLayerTimings) {
+  HardwareSpec truth = load_hardware(kHardware + "a100-80gb.toml").value();
+  truth.gemm_efficiency = 0.55;
+  truth.attention_efficiency = 0.85;
+  RooflineOptions o;
+  const ModelSpec m = model("llama-2-7b");
+  const RooflineModel made(truth, m, o);
+  std::vector<Measurement> data;
+  for (int64_t batch : {1, 4, 16, 64, 128}) {
+    for (int64_t context : {128, 512, 2048}) {
+      Measurement d;
+      d.items.assign(static_cast<size_t>(batch), {1, context, true});
+      d.covers = Coverage::kLayers;
+      d.measured = comparable_price(made, d.items, d.covers);
+      data.push_back(d);
+    }
+  }
+  for (int64_t tokens : {256, 1024, 4096}) {
+    Measurement d;
+    d.items = {{tokens, 0, true}};
+    d.covers = Coverage::kLayers;
+    d.measured = comparable_price(made, d.items, d.covers);
+    data.push_back(d);
+  }
+  HardwareSpec start = load_hardware(kHardware + "a100-80gb.toml").value();
+  CalibrationOptions options;
+  options.keys = {FitKey::kGemmEfficiency, FitKey::kAttentionEfficiency, FitKey::kOverhead};
+  options.bootstrap = 0;
+  options.price = [](const RooflineModel& r, const Measurement& x) { return comparable_price(r, x.items, x.covers); };
+  const CalibrationFit fit = fit_hardware(start, m, o, data, options);
+  EXPECT_NEAR(fit.hardware.gemm_efficiency, 0.55, 0.01);
+  EXPECT_NEAR(fit.hardware.attention_efficiency, 0.85, 0.01);
+  EXPECT_LT(fit.mape_after, 0.002);
+  EXPECT_EQ(fit.hardware.overhead, start.overhead);  // not covered: not fitted
+}
+
 using ValidateMeasuredCli = Cli;
+
+// `sim calibrate --measured` fits to a profile, writes a hardware file that `sim validate
+// --measured` reads, and names what it could not fit; a run's options are refused with it.
+TEST_F(ValidateMeasuredCli, CalibrateFitsToMeasuredTimings) {
+  const Outcome o = sim({"calibrate", "--measured", kExcerpt, "--out", "fit.toml", "--bootstrap", "10"});
+  ASSERT_EQ(o.status, 0) << o.output;
+  for (const char* line : {"6 measured batches", "Convergence:", "Held-out:", "not fitted", "Wrote fit.toml"}) {
+    EXPECT_NE(o.output.find(line), std::string::npos) << line << "\n" << o.output;
+  }
+  const Outcome v = sim({"validate", "--measured", kExcerpt, "--hardware", (dir_ / "fit.toml").string()});
+  EXPECT_EQ(v.status, 0) << v.output;
+  EXPECT_EQ(sim({"calibrate", "--measured", kExcerpt, "--out", "x.toml", "--run", "1"}).status, 2);
+  const Outcome no_measured = sim({"calibrate", "--out", "x.toml", "--model", "llama-2-7b"});
+  EXPECT_EQ(no_measured.status, 2);
+  EXPECT_NE(no_measured.output.find("apply with --measured only"), std::string::npos) << no_measured.output;
+}
 
 TEST_F(ValidateMeasuredCli, PrintsTheMapeByKindOfTheExcerpt) {
   const Outcome o = sim({"validate", "--measured", kExcerpt});
