@@ -6,7 +6,8 @@
 //     JOIN metrics m ON m.run_id = p.run_id AND m.name = 'ttft_p99' WHERE p.sweep_id = 1;
 //
 //   sweeps(id, name, kind, started_at, finished_at, status, spec, keys, points, answer, host, pid)
-//     kind: sweep | search; status: running | done | interrupted | failed; spec: the sweep's
+//     kind: sweep | search | seeds (`sim --seeds N`: a grid over seed alone); status: running |
+//     done | interrupted | failed; spec: the sweep's
 //     definition as TOML (what --resume reruns); keys: the swept keys, comma-separated, in order;
 //     points: how many points the grid has; answer: a search's answer in one line
 //   sweep_points(sweep_id, point, run_id, status, error, <one column per swept key>)

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/database.h"
+#include "analysis/seed_stats.h"
 #include "analysis/sweep_db.h"
 #include "analysis/text_table.h"
 
@@ -103,6 +104,14 @@ Status print_sweep_report(const std::string& db_path, std::optional<int64_t> swe
   sqlite3_finalize(st);
   // Latencies read in milliseconds in the table, as the summary prints them.
   auto is_ms = [](const std::string& h) { return h.rfind("ttft", 0) == 0 || h.rfind("tpot", 0) == 0 || h.rfind("e2el", 0) == 0; };
+  // A seeds sweep (`sim --seeds N`) also gets each headline metric's mean and 95 % CI over its runs.
+  std::vector<SeedAggregate> aggregate;
+  int64_t aggregated = 0;
+  if (s.kind == "seeds") {
+    Result<std::vector<SeedAggregate>> a = read_seed_aggregate(db, s.id, &aggregated);
+    if (!a.ok()) return a.error();
+    aggregate = std::move(a).value();
+  }
 
   if (format == ReportFormat::kJson) {
     nlohmann::json j;
@@ -120,6 +129,7 @@ Status print_sweep_report(const std::string& db_path, std::optional<int64_t> swe
       if (!errors[r].empty()) row["error"] = errors[r];
       j["rows"].push_back(row);
     }
+    if (s.kind == "seeds") j["aggregate"] = seed_aggregate_json(aggregate);
     out << j.dump(2) << '\n';
     return Ok{};
   }
@@ -129,6 +139,23 @@ Status print_sweep_report(const std::string& db_path, std::optional<int64_t> swe
     for (size_t r = 0; r < rows.size(); ++r) {
       for (int i = 0; i < n; ++i) out << (i ? "," : "") << csv_field(format_cell(rows[r][static_cast<size_t>(i)], true));
       out << "," << csv_field(errors[r]) << '\n';
+    }
+    if (s.kind == "seeds") {
+      // Then the aggregate, in the same columns as stored (seconds): rows mean, std, ci_low, ci_high.
+      for (const char* what : {"mean", "std", "ci_low", "ci_high"}) {
+        out << what;
+        for (int i = 1; i < n; ++i) {
+          std::string v;
+          for (const SeedAggregate& a : aggregate) {
+            if (a.metric.name != headers[static_cast<size_t>(i)]) continue;
+            const SampleStats& stats = a.stats;
+            const double x = what[0] == 'm' ? stats.mean : what[0] == 's' ? stats.std : what[3] == 'l' ? stats.low() : stats.high();
+            if (!std::isnan(x)) v = format_cell(Cell{false, true, x / a.metric.scale, ""}, true);
+          }
+          out << "," << v;
+        }
+        out << ",\n";
+      }
     }
     return Ok{};
   }
@@ -170,6 +197,10 @@ Status print_sweep_report(const std::string& db_path, std::optional<int64_t> swe
     if (!errors[r].empty()) out << "point " << format_cell(rows[r][0], false) << ": " << errors[r] << '\n';
   }
   if (!s.answer.empty()) out << "Answer: " << s.answer << '\n';
+  if (s.kind == "seeds") {
+    out << "\nMean and 95 % CI of the mean over " << aggregated << " seeds (Student's t):\n";
+    print_seed_summary(out, aggregate);
+  }
   return Ok{};
 }
 

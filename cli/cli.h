@@ -32,6 +32,11 @@ boost::program_options::options_description run_options();
 Result<toml::table> config_table_from_flags(const boost::program_options::variables_map& vm);
 Result<RunConfig> config_from_flags(const boost::program_options::variables_map& vm);
 
+// `sim [run] --seeds N` (cli/seeds_command.cc): the options it adds to `sim run`'s, and the runs,
+// given the parsed options of `sim run` with --seeds among them.
+boost::program_options::options_description seeds_options();
+int seeds_command(const boost::program_options::variables_map& vm, std::ostream& out, std::ostream& err);
+
 // `sim sweep` (cli/sweep_command.cc).
 int sweep_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 // `sim search` (cli/search_command.cc).

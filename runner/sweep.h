@@ -89,7 +89,7 @@ struct SweepOptions {
   int jobs = 1;                              // threads
   std::optional<std::pair<int64_t, int64_t>> shard = {};  // (i, n): only points with point % n == i
   int64_t resume_id = 0;                     // rerun the points of this sweep not yet done
-  std::string kind = "sweep";                // sweeps.kind
+  std::string kind = "sweep";                // sweeps.kind (sweep | search | seeds)
   const std::atomic<bool>* stop = nullptr;
   std::function<void(const PointOutcome&, int64_t done, int64_t total)> on_point = {};  // serialized
 };

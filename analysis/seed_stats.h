@@ -1,0 +1,71 @@
+// Error bars over seeds: `sim --seeds N` reruns a generated workload with N seeds (a sweep of kind
+// "seeds" over the key `seed`), and this file turns the runs' stored metrics into each headline
+// metric's mean, sample standard deviation and 95 % confidence interval of the mean (Student's t).
+//
+// Nothing here is stored: the aggregate is derived from the runs' metrics rows whenever it is read
+// (analysis derives, the simulator records), so `sim run --seeds` and `sim report --sweep ID` print
+// the same numbers, and a merged or resumed seeds sweep needs nothing recomputed.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "analysis/database.h"
+#include "analysis/metrics.h"
+#include "sim/result.h"
+
+namespace servesim {
+
+// t_{0.975, df}: the two-sided 95 % quantile of Student's t with df degrees of freedom. df 1..30
+// from the standard table (4 decimals); above 30 by the Cornish-Fisher expansion (Abramowitz and
+// Stegun 26.7.5, four terms), within 1e-4 of the exact value there.
+// REQUIRES: df >= 1.
+double student_t_975(int64_t df);
+
+// Mean, sample standard deviation (n - 1) and the 95 % CI of the mean: mean ± t_{0.975,n-1} s/sqrt(n).
+// With fewer than two values std and half_width are NaN.
+struct SampleStats {
+  int64_t n = 0;
+  double mean = 0, std = 0, half_width = 0;
+  double low() const { return mean - half_width; }
+  double high() const { return mean + half_width; }
+};
+// REQUIRES: !values.empty(). Sums in the order given (deterministic).
+SampleStats sample_stats(std::span<const double> values);
+
+// A headline metric of the seeds summary: its stored name, its unit and the factor from the stored
+// value (seconds for latencies) to that unit.
+struct SeedMetric {
+  std::string_view name;
+  std::string_view unit;  // "" for counts and fractions
+  double scale;
+};
+std::span<const SeedMetric> seed_summary_metrics();
+
+struct SeedAggregate {
+  SeedMetric metric;
+  SampleStats stats;  // in the metric's unit
+};
+
+// The aggregate of each seed_summary_metrics() entry over `runs` (each run's metrics), over the runs
+// that have it; metrics no run has are left out.
+std::vector<SeedAggregate> aggregate_seed_runs(const std::vector<std::vector<Metric>>& runs);
+
+// The same from the database: the done points of sweep `sweep_id`, in point order. Also sets
+// *runs to how many runs were aggregated.
+Result<std::vector<SeedAggregate>> read_seed_aggregate(Database& db, int64_t sweep_id, int64_t* runs);
+
+// One line per metric: "ttft_p99 (ms)   812.3 ± 41.2   [771.1, 853.5]   std 65.1   (10 seeds)".
+void print_seed_summary(std::ostream& out, const std::vector<SeedAggregate>& aggregate);
+
+// [{"metric", "unit", "n", "mean", "std", "ci_low", "ci_high"}], in the metric's unit (null where
+// not defined).
+nlohmann::json seed_aggregate_json(const std::vector<SeedAggregate>& aggregate);
+
+}  // namespace servesim

@@ -1,0 +1,142 @@
+// `sim [run] --seeds N`: error bars over seeds. The N runs are a sweep of kind "seeds" over the key
+// `seed` (runner/sweep.h: each run recorded as usual, run in parallel like a sweep's points); the
+// seeds are the first seed (--seed, else the workload's [generate].seed, else 0), then +1, +2, ...
+// The summary (analysis/seed_stats.h) is read back from the database, as `sim report --sweep ID`
+// prints it.
+#include <unistd.h>
+
+#include <iostream>
+#include <limits>
+#include <thread>
+
+#include <boost/program_options.hpp>
+
+#include "analysis/database.h"
+#include "analysis/seed_stats.h"
+#include "backends/registry.h"
+#include "cli/cli.h"
+#include "runner/sweep.h"
+#include "sim/presets.h"
+#include "sim/stop_signals.h"
+#include "sim/toml_fields.h"
+
+namespace servesim {
+namespace po = boost::program_options;
+
+po::options_description seeds_options() {
+  po::options_description o("Error bars over seeds");
+  // clang-format off
+  o.add_options()
+    ("seeds", po::value<int64_t>()->value_name("N"),
+     "rerun a generated workload with N seeds (2 to 1000: the first seed, from --seed or the workload, then +1, +2, ...) "
+     "and print each metric's mean and 95 % CI; the runs are a sweep of kind seeds (sim report --sweep ID)")
+    ("jobs,j", po::value<int>()->value_name("N"), "with --seeds: runs at once (default: the cores)");
+  // clang-format on
+  return o;
+}
+
+int seeds_command(const po::variables_map& vm, std::ostream& out, std::ostream& err) {
+  auto bad = [&](const std::string& message) {
+    err << "sim: " << message << "\n";
+    return kExitBadInput;
+  };
+  const int64_t n = vm["seeds"].as<int64_t>();
+  if (n < 2 || n > 1000) {
+    return bad("--seeds " + std::to_string(n) + ": expected 2 to 1000 seeds (error bars need at least two runs)");
+  }
+  SweepOptions options;
+  options.kind = "seeds";
+  options.jobs = vm.count("jobs") ? vm["jobs"].as<int>() : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (options.jobs < 1 || options.jobs > 1024) return bad("--jobs: expected 1 to 1024, got " + std::to_string(options.jobs));
+
+  Result<toml::table> table = config_table_from_flags(vm);
+  if (!table.ok()) return bad(table.error().message);
+  Result<RunConfig> resolved = resolve_config(table.value());
+  if (!resolved.ok()) return bad(resolved.error().message);
+  const RunConfig& config = resolved.value();
+  if (config.trace.empty()) return bad("no workload: give --trace FILE (a generated workload) with --seeds");
+  Result<std::string> path = resolve_preset(config.trace, PresetKind::kWorkload, "trace");
+  if (!path.ok()) return bad(path.error().message);
+  Result<std::string> text = read_text_file(path.value());
+  if (!text.ok()) return bad(text.error().message);
+  Result<toml::table> workload = parse_toml(text.value(), path.value());
+  if (!workload.ok()) return bad(workload.error().message);
+  const toml::table* generate = workload.value().get_as<toml::table>("generate");
+  if (generate == nullptr) {
+    return bad("--seeds: " + config.trace +
+               " is a trace (fixed requests and arrival times, no [generate] table), so every seed gives "
+               "the same run; --seeds needs a generated workload. (Error bars for a trace, a bootstrap over "
+               "its requests, are not implemented yet.)");
+  }
+  int64_t first = 0;
+  if (config.seed) {
+    first = static_cast<int64_t>(*config.seed);
+  } else if (const auto* s = generate->get_as<int64_t>("seed")) {
+    first = s->get();
+  }
+  if (first < 0 || first > std::numeric_limits<int64_t>::max() - n) {
+    return bad("--seeds: the seeds " + std::to_string(first) + " + 0.." + std::to_string(n - 1) + " do not fit in 64 bits");
+  }
+
+  SweepSpec spec;
+  spec.fixed = std::move(table).value();
+  spec.fixed.erase("seed");
+  if (const auto* name = spec.fixed.get_as<std::string>("name")) {
+    spec.name = name->get();
+    spec.fixed.erase("name");
+  } else {
+    spec.name = "seeds";
+  }
+  // Each run logs as a plain `sim run` would: requests (iterations with the unit backend) unless
+  // --log says otherwise.
+  spec.log = !config.log.empty() ? config.log : config.backend == "unit" ? "iterations" : "requests";
+  SweepAxis axis{"seed", {}};
+  for (int64_t i = 0; i < n; ++i) axis.values.push_back(first + i);
+  spec.grid.push_back(std::move(axis));
+  if (Status s = check_sweep(spec); !s.ok()) return bad(s.error().message);
+  if (options.jobs > 1 && is_measuring_backend(config.backend)) {
+    err << "sim: note: the cpu and cuda engines measure real time, so the seeds run one at a time\n";
+    options.jobs = 1;
+  }
+
+  const StopSignals stop;
+  options.stop = stop.flag();
+  const bool tty = vm.count("quiet") == 0 && ::isatty(STDERR_FILENO) == 1;
+  options.on_point = [&](const PointOutcome& o, int64_t done, int64_t total) {
+    if (tty) err << "\r[" << done << "/" << total << "] seed " << first + o.point << " " << o.status << "   " << std::flush;
+  };
+  Result<SweepResult> ran = run_sweep(spec, options);
+  if (tty) err << "\r" << std::string(60, ' ') << "\r";
+  if (!ran.ok()) return bad(ran.error().message);
+  const SweepResult& r = ran.value();
+
+  Result<std::unique_ptr<Database>> db = Database::open_read_only(r.db_path);
+  if (!db.ok()) return bad(db.error().message);
+  int64_t aggregated = 0;
+  Result<std::vector<SeedAggregate>> aggregate = read_seed_aggregate(*db.value(), r.sweep_id, &aggregated);
+  if (!aggregate.ok()) return bad(aggregate.error().message);
+  int64_t first_run = 0, last_run = 0;
+  for (const PointOutcome& o : r.points) {
+    if (o.run_id == 0) continue;
+    first_run = first_run == 0 ? o.run_id : std::min(first_run, o.run_id);
+    last_run = std::max(last_run, o.run_id);
+  }
+  out << "Seeds " << first << " to " << first + n - 1 << ": sweep " << r.sweep_id << " in " << r.db_path << " (runs "
+      << first_run << " to " << last_run << "; each: sim report --run ID)\n"
+      << "Mean and 95 % CI of the mean over " << aggregated << " seeds (Student's t):\n";
+  print_seed_summary(out, aggregate.value());
+  int status = kExitOk;
+  for (const PointOutcome& o : r.points) {
+    if (o.status == "failed") {
+      err << "sim: seed " << first + o.point << " (run " << o.run_id << ") failed: " << o.error << "\n";
+      status = kExitFailed;
+    }
+  }
+  if (r.interrupted) {
+    err << "sim: interrupted; finish it with: sim sweep --resume " << r.sweep_id << " --db " << r.db_path << "\n";
+    return kExitInterrupted;
+  }
+  return status;
+}
+
+}  // namespace servesim
