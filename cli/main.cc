@@ -23,6 +23,7 @@ void print_overview(std::ostream& out) {
   out << "servesim " << SERVESIM_VERSION << ": a discrete-event simulator of LLM inference serving.\n\n"
          "Usage:\n"
          "  sim [run] --trace FILE [--policy NAME] [options]   simulate a workload into sim.db\n"
+         "  sim [run] --seeds N --trace FILE [options]         the same over N seeds: mean and 95 % CI\n"
          "  sim sweep [SWEEP.toml] --grid KEY=V1,V2 ... [run options]   a grid of runs, in parallel\n"
          "  sim search --slo p99_ttft=2s [--grid KEY=V1,V2 ...] [run options]   the largest rate, or\n"
          "                                                 the cheapest configuration, under SLOs\n"
