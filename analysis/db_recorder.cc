@@ -339,42 +339,33 @@ void DbRecorder::on_run_end(RunOutcome outcome, const std::string& error) {
   }
   if (write_error_.empty()) {
     begin();
-    sqlite3_stmt* s = nullptr;
-    if (sqlite3_prepare_v2(db_.handle(), kInsertMetric, -1, &s, nullptr) != SQLITE_OK) {
-      fail("metrics");
-    }
     std::vector<QuantilePoint> quantiles;
     final_metrics_ = metrics_.compute(&quantiles);
-    for (const Metric& m : final_metrics_) {
-      if (!write_error_.empty()) break;
-      sqlite3_bind_int64(s, 1, run_id_);
+    // Each row through one prepared statement; the first failure stops the table and is reported.
+    const auto insert_all = [&](const char* sql, const char* table, const auto& rows, const auto& bind) {
+      sqlite3_stmt* s = nullptr;
+      if (!write_error_.empty()) return;
+      if (sqlite3_prepare_v2(db_.handle(), sql, -1, &s, nullptr) != SQLITE_OK) return fail(table);
+      for (const auto& row : rows) {
+        sqlite3_bind_int64(s, 1, run_id_);
+        bind(s, row);
+        if (sqlite3_step(s) != SQLITE_DONE) {
+          fail(table);
+          break;
+        }
+        sqlite3_reset(s);
+      }
+      sqlite3_finalize(s);
+    };
+    insert_all(kInsertMetric, "metrics", final_metrics_, [](sqlite3_stmt* s, const Metric& m) {
       bind_text(s, 2, m.name);
       sqlite3_bind_double(s, 3, m.value);
-      if (sqlite3_step(s) != SQLITE_DONE) {
-        fail("metrics");
-        break;
-      }
-      sqlite3_reset(s);
-    }
-    sqlite3_finalize(s);
-    s = nullptr;
-    if (write_error_.empty() &&
-        sqlite3_prepare_v2(db_.handle(), kInsertQuantile, -1, &s, nullptr) != SQLITE_OK) {
-      fail("distributions");
-    }
-    for (const QuantilePoint& q : quantiles) {
-      if (!write_error_.empty()) break;
-      sqlite3_bind_int64(s, 1, run_id_);
+    });
+    insert_all(kInsertQuantile, "distributions", quantiles, [](sqlite3_stmt* s, const QuantilePoint& q) {
       bind_text(s, 2, q.metric);
       sqlite3_bind_double(s, 3, q.quantile);
       sqlite3_bind_double(s, 4, q.value);
-      if (sqlite3_step(s) != SQLITE_DONE) {
-        fail("distributions");
-        break;
-      }
-      sqlite3_reset(s);
-    }
-    sqlite3_finalize(s);
+    });
   }
   std::string status = outcome_name(outcome);
   std::string message = error;
