@@ -134,14 +134,17 @@ Result<FitKey> parse_fit_key(const std::string& name) {
 namespace {
 
 // The kind of an iteration: a decode is a one-token item over a cache; a prompt chunk is anything
-// else (a one-token prompt included).
+// else (a one-token prompt included); a timing of the linear layers alone is "linear-only".
 const char* kind_of(const Measurement& m) {
+  if (m.covers == Coverage::kLinearLayers) return "linear-only";
   bool prefill = false, decode = false;
   for (const RooflineModel::Item& it : m.items) {
     (it.new_tokens == 1 && it.context_tokens > 0 ? decode : prefill) = true;
   }
   return prefill && decode ? "mixed" : decode ? "decode" : "prefill";
 }
+
+constexpr const char* kKinds[] = {"prefill", "decode", "mixed", "linear-only"};
 
 // The size a kind's cost grows with: sequences for decodes, new tokens otherwise.
 int64_t size_of(const Measurement& m, const std::string& kind) {
@@ -157,7 +160,7 @@ std::vector<ResidualGroup> residuals(const Context& c, const HardwareSpec& befor
                                      const HardwareSpec& after) {
   const RooflineModel rb(before, c.model, c.options), ra(after, c.model, c.options);
   std::vector<ResidualGroup> groups;
-  for (const std::string kind : {"prefill", "decode", "mixed"}) {
+  for (const std::string kind : kKinds) {
     std::vector<size_t> members;
     std::vector<int64_t> sizes;
     for (size_t i = 0; i < c.data.size(); ++i) {
@@ -198,8 +201,42 @@ int at_bound(const KeyInfo& k, double value) {
   return x <= lo + tolerance ? -1 : x >= hi - tolerance ? 1 : 0;
 }
 
-// The error of a fit of a random half (seeded) on the other half.
-void held_out(const Context& c, const CalibrationOptions& cal, CalibrationFit& fit) {
+// The start with each grid key (gemm_tile_rows) at the candidate whose fit of the other keys to the
+// weighted data has the lowest loss (the start's own value among the candidates; ties keep the
+// smaller value).
+HardwareSpec choose_grid(const HardwareSpec& start, const ModelSpec& model, const RooflineOptions& options,
+                         const std::vector<Measurement>& data, const CalibrationOptions& cal,
+                         const std::vector<double>& weight, int& evaluations) {
+  HardwareSpec chosen = start;
+  for (FitKey key : cal.keys) {
+    const KeyInfo& k = key_info(key);
+    if (!k.grid) continue;
+    std::vector<double> candidates(std::begin(kGemmTileRowsCandidates), std::end(kGemmTileRowsCandidates));
+    candidates.push_back(value_of(k, start));
+    std::sort(candidates.begin(), candidates.end());
+    candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+    double best_loss = 0, best_value = value_of(k, start);
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      HardwareSpec at = chosen;
+      at.*(k.field) = candidates[i];
+      std::vector<FitKey> unfitted;
+      const Context c = make_context(at, model, options, data, cal, unfitted);
+      const Optimum o = minimise_from_starts(c, weight, cal);
+      evaluations += o.evaluations;
+      if (i == 0 || o.loss < best_loss) {
+        best_loss = o.loss;
+        best_value = candidates[i];
+      }
+    }
+    chosen.*(k.field) = best_value;
+  }
+  return chosen;
+}
+
+// The error of a fit of a random half (seeded) on the other half, the grid keys chosen on that half
+// too.
+void held_out(const Context& c, const HardwareSpec& start, const CalibrationOptions& cal,
+              CalibrationFit& fit) {
   const size_t n = c.data.size();
   std::vector<size_t> order(n);
   for (size_t i = 0; i < n; ++i) order[i] = i;
@@ -207,11 +244,26 @@ void held_out(const Context& c, const CalibrationOptions& cal, CalibrationFit& f
   for (size_t i = n - 1; i > 0; --i) std::swap(order[i], order[rng.below(i + 1)]);
   std::vector<double> train(n, 0.0), test(n, 0.0);
   for (size_t k = 0; k < n; ++k) (k < n / 2 ? train : test)[order[k]] = 1;
-  const Optimum o = minimise_from_starts(c, train, cal);
+  const HardwareSpec chosen = choose_grid(start, c.model, c.options, c.data, cal, train, fit.evaluations);
+  std::vector<FitKey> unfitted;
+  const Context half = make_context(chosen, c.model, c.options, c.data, cal, unfitted);
+  const Optimum o = minimise_from_starts(half, train, cal);
   fit.evaluations += o.evaluations;
   fit.held_out_count = n - n / 2;
-  fit.held_out_before = mape(c.start, c, test);
-  fit.held_out_after = mape(hardware_at(c, o.x.data(), o.theta), c, test);
+  const HardwareSpec fitted = hardware_at(half, o.x.data(), o.theta);
+  fit.held_out_before = mape(start, c, test);
+  fit.held_out_after = mape(fitted, c, test);
+  for (const std::string kind : kKinds) {
+    std::vector<double> members(n, 0.0);
+    size_t count = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (test[i] > 0 && kind_of(c.data[i]) == kind) {
+        members[i] = 1;
+        ++count;
+      }
+    }
+    if (count > 0) fit.held_out_by_kind.push_back({kind, count, mape(start, c, members), mape(fitted, c, members)});
+  }
 }
 
 }  // namespace
@@ -220,9 +272,11 @@ CalibrationFit fit_hardware(const HardwareSpec& start, const ModelSpec& model,
                             const RooflineOptions& options, const std::vector<Measurement>& data,
                             const CalibrationOptions& cal) {
   assert(!data.empty());
-  std::vector<FitKey> unfitted;
-  const Context c = make_context(start, model, options, data, cal, unfitted);
   const std::vector<double> all = all_ones(data.size());
+  int grid_evaluations = 0;
+  const HardwareSpec chosen = choose_grid(start, model, options, data, cal, all, grid_evaluations);
+  std::vector<FitKey> unfitted;
+  const Context c = make_context(chosen, model, options, data, cal, unfitted);
   const Optimum o = minimise_from_starts(c, all, cal);
 
   CalibrationFit fit;
@@ -232,7 +286,7 @@ CalibrationFit fit_hardware(const HardwareSpec& start, const ModelSpec& model,
   }
   fit.mape_before = mape(start, c, all);
   fit.mape_after = mape(fit.hardware, c, all);
-  fit.evaluations = o.evaluations;
+  fit.evaluations = o.evaluations + grid_evaluations;
   Convergence& v = fit.convergence;
   v.code = static_cast<int>(o.code);
   const auto code = static_cast<nlopt_result>(o.code);
@@ -241,7 +295,10 @@ CalibrationFit fit_hardware(const HardwareSpec& start, const ModelSpec& model,
   v.converged = code == NLOPT_SUCCESS || code == NLOPT_FTOL_REACHED || code == NLOPT_XTOL_REACHED ||
                 code == NLOPT_STOPVAL_REACHED || code == NLOPT_ROUNDOFF_LIMITED;
   v.evaluations = o.evaluations;
-  v.loss_start = o.loss_start;
+  {  // at the start's own values, before any grid key moved
+    std::vector<FitKey> ignored;
+    v.loss_start = start_loss(make_context(start, model, options, data, cal, ignored), all);
+  }
   v.loss = o.loss;
 
   std::vector<std::vector<double>> runs, ranges;
@@ -259,16 +316,17 @@ CalibrationFit fit_hardware(const HardwareSpec& start, const ModelSpec& model,
     p.upper = key.upper * key.file_unit;
     p.fitted = std::find(unfitted.begin(), unfitted.end(), key.key) == unfitted.end();
     p.additive = key.additive;
+    p.grid = key.grid;
     p.low = p.high = p.value;
-    if (!ranges.empty() && p.fitted) {
+    if (!ranges.empty() && p.fitted && !p.grid) {
       p.low = percentile(ranges[k], 2.5) * key.file_unit;
       p.high = percentile(ranges[k], 97.5) * key.file_unit;
     }
-    p.at_bound = p.fitted ? at_bound(key, value_of(key, fit.hardware)) : 0;
+    p.at_bound = p.fitted && !p.grid ? at_bound(key, value_of(key, fit.hardware)) : 0;
     fit.parameters.push_back(p);
   }
   if (!runs.empty()) fit.trade_offs = trade_offs(runs, fit.parameters);
-  if (cal.held_out && data.size() >= 4) held_out(c, cal, fit);
+  if (cal.held_out && data.size() >= 4) held_out(c, start, cal, fit);
   fit.residuals = residuals(c, start, fit.hardware);
   return fit;
 }

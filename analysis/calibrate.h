@@ -40,19 +40,27 @@ struct Measurement {
 };
 
 // The hardware keys a fit may change. The efficiencies and gemm_half_rows are searched by the
-// optimiser; the overhead adds to every prediction, so it is solved exactly (>= 0) for every
-// candidate of the others.
+// optimiser; the overhead and the per-sequence attention cost add to predictions linearly, so they
+// are solved exactly (>= 0) for every candidate of the others; gemm_tile_rows is chosen from a grid.
 enum class FitKey {
   kGemmEfficiency,
   kMemoryEfficiency,
   kAttentionEfficiency,
   kPrefillAttentionEfficiency,
+  kPrefillSelfAttentionEfficiency,
   kGemmHalfRows,
+  kGemmTileRows,
   kOverhead,
+  kAttentionSequence,
 };
 inline constexpr FitKey kFitKeys[] = {
-    FitKey::kGemmEfficiency, FitKey::kMemoryEfficiency, FitKey::kAttentionEfficiency,
-    FitKey::kPrefillAttentionEfficiency, FitKey::kGemmHalfRows, FitKey::kOverhead};
+    FitKey::kGemmEfficiency,  FitKey::kMemoryEfficiency, FitKey::kAttentionEfficiency,
+    FitKey::kPrefillAttentionEfficiency, FitKey::kPrefillSelfAttentionEfficiency,
+    FitKey::kGemmHalfRows, FitKey::kGemmTileRows,
+    FitKey::kOverhead, FitKey::kAttentionSequence};
+// gemm_tile_rows is a whole number of rows from a short list: chosen by fitting the other keys at
+// each of kGemmTileRowsCandidates (and the start's value) and keeping the lowest loss.
+inline constexpr double kGemmTileRowsCandidates[] = {0, 16, 32, 64, 128, 256};
 // The key's name in a hardware file ("gemm_efficiency", "overhead_us").
 const char* fit_key_name(FitKey key);
 // The key named `name` (as fit_key_name), or an error listing the names.
@@ -90,6 +98,7 @@ struct ParameterFit {
   int at_bound = 0;             // -1 at the lower bound, +1 at the upper, 0 inside
   bool fitted = true;           // false: the price does not depend on the key; kept at start
   bool additive = false;        // solved exactly at every step rather than searched
+  bool grid = false;            // chosen from kGemmTileRowsCandidates: no range (low = high = value)
 };
 
 // How the optimiser (NLopt's BOBYQA) ended.
@@ -122,6 +131,13 @@ struct CalibrationFit {
   // (held_out off, or fewer than 4 measurements).
   size_t held_out_count = 0;
   double held_out_before = 0, held_out_after = 0;
+  // The same by kind of measurement ("prefill", "decode", "mixed", "linear-only"), kinds present only.
+  struct KindError {
+    std::string kind;
+    size_t count = 0;
+    double before = 0, after = 0;
+  };
+  std::vector<KindError> held_out_by_kind;
   std::vector<ResidualGroup> residuals;  // by kind (prefill, decode, mixed), then small, large
   // Pairs of keys whose values move together over the resamples (|correlation| >= 0.9): the
   // measurements pin a combination of them, not each (the overhead, the weights' read at one row

@@ -78,32 +78,45 @@ std::vector<std::string> summary(const CalibrationFit& fit, const CalibrationOpt
                     "), MAPE on the other " + std::to_string(fit.held_out_count) + " iterations: " +
                     format("%.1f %% before, %.1f %% after", 100 * fit.held_out_before,
                            100 * fit.held_out_after));
+    if (fit.held_out_by_kind.size() > 1) {
+      std::string by_kind = "Held-out by kind:";
+      for (const CalibrationFit::KindError& k : fit.held_out_by_kind) {
+        by_kind += " " + k.kind + " (" + std::to_string(k.count) + ") " +
+                   format("%.1f %% -> %.1f %%;", 100 * k.before, 100 * k.after);
+      }
+      by_kind.pop_back();
+      lines.push_back(by_kind);
+    }
   }
   return lines;
 }
 
 // How the keys were fitted, in one line.
 std::string method(const CalibrationFit& fit) {
-  std::string searched, solved;
+  std::string searched, solved, grid;
   for (const ParameterFit& p : fit.parameters) {
-    std::string& list = p.additive ? solved : searched;
+    std::string& list = p.grid ? grid : p.additive ? solved : searched;
     list += std::string(list.empty() ? "" : ", ") + fit_key_name(p.key);
   }
   std::string line = "Fit: mean squared relative error";
   if (!searched.empty()) line += "; NLopt BOBYQA over " + searched + " (log scale)";
   if (!solved.empty()) line += "; " + solved + " solved exactly (>= 0) at every step";
+  if (!grid.empty()) {
+    line += "; " + grid + " the best of";
+    for (double v : kGemmTileRowsCandidates) line += format(" %g", v);
+    line += " (a fit of the rest at each)";
+  }
   return line;
 }
 
 void print_parameters(const CalibrationFit& fit, std::ostream& out) {
   char line[200];
-  std::snprintf(line, sizeof line, "%-28s %10s %10s   %-24s %s\n", "key", "start", "fitted",
+  std::snprintf(line, sizeof line, "%-34s %10s %10s   %-24s %s\n", "key", "start", "fitted",
                 fit.bootstrap > 0 ? "95 % range (bootstrap)" : "range (no bootstrap)", "bounds");
   out << line;
   for (const ParameterFit& p : fit.parameters) {
-    const std::string range =
-        !p.fitted ? "not fitted" : format("%.4g .. %.4g", p.low, p.high);
-    std::snprintf(line, sizeof line, "%-28s %10.4g %10.4g   %-24s [%g, %g]%s\n",
+    const std::string range = !p.fitted ? "not fitted" : p.grid ? "chosen from a grid" : format("%.4g .. %.4g", p.low, p.high);
+    std::snprintf(line, sizeof line, "%-34s %10.4g %10.4g   %-24s [%g, %g]%s\n",
                   fit_key_name(p.key), p.start, p.value, range.c_str(), p.lower, p.upper,
                   p.at_bound < 0 ? "  AT LOWER BOUND" : p.at_bound > 0 ? "  AT UPPER BOUND" : "");
     out << line;
@@ -117,11 +130,11 @@ void print_parameters(const CalibrationFit& fit, std::ostream& out) {
 void print_residuals(const CalibrationFit& fit, std::ostream& out) {
   out << "Residuals: mean (predicted - measured) / measured; + = the roofline is too slow\n";
   char line[200];
-  std::snprintf(line, sizeof line, "%-8s %-18s %7s %10s %10s\n", "kind", "size", "count", "before",
+  std::snprintf(line, sizeof line, "%-12s %-18s %7s %10s %10s\n", "kind", "size", "count", "before",
                 "after");
   out << line;
   for (const ResidualGroup& g : fit.residuals) {
-    std::snprintf(line, sizeof line, "%-8s %-18s %7zu %+9.1f%% %+9.1f%%\n", g.kind.c_str(),
+    std::snprintf(line, sizeof line, "%-12s %-18s %7zu %+9.1f%% %+9.1f%%\n", g.kind.c_str(),
                   g.size.c_str(), g.count, 100 * g.before, 100 * g.after);
     out << line;
   }
@@ -214,8 +227,13 @@ std::string hardware_toml(const HardwareSpec& hw, const std::string& header) {
     << "memory_efficiency = " << number(hw.memory_efficiency) << "\n"
     << "attention_efficiency = " << number(hw.attention_efficiency) << "\n"
     << "prefill_attention_efficiency = " << number(hw.prefill_attention_efficiency) << "\n"
+    << "prefill_self_attention_efficiency = " << number(hw.prefill_self_attention_efficiency) << "\n"
     << "overhead_us = " << number(hw.overhead * 1e6) << "\n"
     << "gemm_half_rows = " << number(hw.gemm_half_rows) << "\n";
+  if (hw.gemm_tile_rows > 0) s << "gemm_tile_rows = " << number(hw.gemm_tile_rows) << "\n";
+  if (hw.attention_sequence_overhead > 0) {
+    s << "attention_sequence_us = " << number(hw.attention_sequence_overhead * 1e6) << "\n";
+  }
   if (hw.price_per_hour_usd > 0) s << "price_per_hour_usd = " << number(hw.price_per_hour_usd) << "\n";
   return s.str();
 }

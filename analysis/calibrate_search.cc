@@ -27,24 +27,35 @@ constexpr const char* kTooFast =
 
 constexpr KeyInfo kKeys[] = {
     {FitKey::kGemmEfficiency, "gemm_efficiency", &HardwareSpec::gemm_efficiency, 0.01, 1, 1, false,
-     kTooFast, kTooSlow},
-    {FitKey::kMemoryEfficiency, "memory_efficiency", &HardwareSpec::memory_efficiency, 0.01, 1, 1,
      false, kTooFast, kTooSlow},
+    {FitKey::kMemoryEfficiency, "memory_efficiency", &HardwareSpec::memory_efficiency, 0.01, 1, 1,
+     false, false, kTooFast, kTooSlow},
     {FitKey::kAttentionEfficiency, "attention_efficiency", &HardwareSpec::attention_efficiency,
-     0.01, 1, 1, false, kTooFast, kTooSlow},
+     0.01, 1, 1, false, false, kTooFast, kTooSlow},
     {FitKey::kPrefillAttentionEfficiency, "prefill_attention_efficiency",
-     &HardwareSpec::prefill_attention_efficiency, 0.01, 1, 1, false, kTooFast, kTooSlow},
+     &HardwareSpec::prefill_attention_efficiency, 0.01, 1, 1, false, false, kTooFast, kTooSlow},
+    {FitKey::kPrefillSelfAttentionEfficiency, "prefill_self_attention_efficiency",
+     &HardwareSpec::prefill_self_attention_efficiency, 0.01, 1, 1, false, false, kTooFast, kTooSlow},
     // Past 8,192 rows (a whole vLLM token budget) the ramp no longer shapes any real batch.
-    {FitKey::kGemmHalfRows, "gemm_half_rows", &HardwareSpec::gemm_half_rows, 0, 8192, 1, false,
+    {FitKey::kGemmHalfRows, "gemm_half_rows", &HardwareSpec::gemm_half_rows, 0, 8192, 1, false, false,
      "GEMM efficiency shows no growth with rows in these batches (flat, as on a CPU); if you "
      "expected a ramp, the batches may not cover small row counts",
      "the efficiency keeps growing with rows past any real batch: the GEMM peak or "
      "gemm_efficiency is wrong"},
-    {FitKey::kOverhead, "overhead_us", &HardwareSpec::overhead, 0, 1, 1e6, true,
+    {FitKey::kGemmTileRows, "gemm_tile_rows", &HardwareSpec::gemm_tile_rows, 0, 256, 1, false, true,
+     "no tile rounding fits better: the GEMM times grow smoothly with rows",
+     "the times step at 256 rows or more: a coarser rounding than any GPU's tiles; look at the "
+     "residuals of large batches"},
+    {FitKey::kOverhead, "overhead_us", &HardwareSpec::overhead, 0, 1, 1e6, true, false,
      "the best fixed cost per iteration is 0 or less: the other terms already make small batches "
      "as slow as measured (at one row the read of the weights acts as a fixed cost); if the "
      "engine has a fixed cost of its own, the roofline is too slow for small batches",
      "more than a second per iteration: the measurements are not of this model"},
+    // Past a millisecond per sequence and layer no attention kernel is still running.
+    {FitKey::kAttentionSequence, "attention_sequence_us", &HardwareSpec::attention_sequence_overhead,
+     0, 1e-3, 1e6, true, false,
+     "attention costs nothing per sequence beyond its bytes and FLOPs in these batches",
+     "more than a millisecond per sequence and layer: the measurements are not of this model"},
 };
 
 // Solves the k x k system g t = b in place (Gaussian elimination with partial pivoting); false when
@@ -219,6 +230,9 @@ const KeyInfo& key_info(FitKey key) {
 
 double value_of(const KeyInfo& k, const HardwareSpec& hw) {
   const double v = hw.*(k.field);
+  if (k.key == FitKey::kPrefillSelfAttentionEfficiency && v == 0) {
+    return hw.prefill_attention_efficiency > 0 ? hw.prefill_attention_efficiency : hw.attention_efficiency;
+  }
   return k.key == FitKey::kPrefillAttentionEfficiency && v == 0 ? hw.attention_efficiency : v;
 }
 
@@ -269,6 +283,7 @@ Context make_context(const HardwareSpec& start, const ModelSpec& model,
   for (size_t i = 0; i < data.size(); ++i) q[i] = cal.price(at_zero, data[i]);
   for (FitKey key : cal.keys) {
     const KeyInfo& k = key_info(key);
+    if (k.grid) continue;  // chosen around the search (fit_hardware), at the start's value here
     if (!k.additive) {
       if (!moves_a_prediction(k, base, model, options, data, cal.price, q)) {
         unfitted.push_back(key);
@@ -307,6 +322,12 @@ std::vector<double> start_x(const Context& c) {
     x.push_back(std::clamp(to_x(key, v), c.lower[k], c.upper[k]));
   }
   return x;
+}
+
+double start_loss(const Context& c, const std::vector<double>& weight) {
+  const Objective objective(c, weight);
+  std::vector<double> theta;
+  return objective(start_x(c).data(), theta);
 }
 
 // Minimises the sample's loss from x0 with BOBYQA, with initial steps of `step` in the optimiser's

@@ -19,6 +19,7 @@ struct KeyInfo {
   double lower, upper;            // bounds, in HardwareSpec's unit
   double file_unit;               // file unit per HardwareSpec unit (overhead_us: 1e6 per s)
   bool additive;                  // enters every prediction linearly: solved, not searched
+  bool grid;                      // a whole number from kGemmTileRowsCandidates: tried, not searched
   const char* low_advice;         // what a value at `lower` means
   const char* high_advice;        // what a value at `upper` means
 };
@@ -67,6 +68,8 @@ Context make_context(const HardwareSpec& start, const ModelSpec& model,
 HardwareSpec hardware_at(const Context& c, const double* x, const std::vector<double>& theta);
 // The start's values in the optimiser's coordinates, inside the bounds.
 std::vector<double> start_x(const Context& c);
+// The loss at the start's values (the additive keys solved), with the weights given.
+double start_loss(const Context& c, const std::vector<double>& weight);
 // The weighted mean of |predicted - measured| / measured under hw (weight 0: left out).
 double mape(const HardwareSpec& hw, const Context& c, const std::vector<double>& weight);
 

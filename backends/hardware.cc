@@ -45,7 +45,9 @@ Result<HardwareSpec> load_hardware(const std::string& path) {
                                 "fp8_tflops", "fp32_tflops", "bf16", "interconnect_gbs",
                                 "interconnect_latency_us", "gemm_efficiency", "memory_efficiency",
                                 "attention_efficiency", "prefill_attention_efficiency",
-                                "overhead_us", "gemm_half_rows", "price_per_hour_usd"});
+                                "prefill_self_attention_efficiency",
+                                "overhead_us", "attention_sequence_us", "gemm_half_rows", "gemm_tile_rows",
+                                "price_per_hour_usd"});
       !s) {
     return s.error();
   }
@@ -80,8 +82,11 @@ Result<HardwareSpec> load_hardware(const std::string& path) {
       {"memory_efficiency", false, 1e-3, true, 1.0, 1.0, &hw.memory_efficiency},
       {"attention_efficiency", false, 1e-3, true, 1.0, 1.0, &hw.attention_efficiency},
       {"prefill_attention_efficiency", false, 0, true, 1.0, 1.0, &hw.prefill_attention_efficiency},
+      {"prefill_self_attention_efficiency", false, 0, true, 1.0, 1.0, &hw.prefill_self_attention_efficiency},
       {"overhead_us", false, 0, true, 1e6, kMicro, &hw.overhead},
+      {"attention_sequence_us", false, 0, true, 1e3, kMicro, &hw.attention_sequence_overhead},
       {"gemm_half_rows", false, 0, true, 1e9, 1.0, &hw.gemm_half_rows},
+      {"gemm_tile_rows", false, 0, true, 65536, 1.0, &hw.gemm_tile_rows},
       {"price_per_hour_usd", false, 0, true, 1e6, 1.0, &hw.price_per_hour_usd},
   };
   for (const NumberKey& n : numbers) {
@@ -94,6 +99,10 @@ Result<HardwareSpec> load_hardware(const std::string& path) {
   // 0 means "as attention_efficiency"; between 0 and the other efficiencies' floor it means nothing.
   if (hw.prefill_attention_efficiency > 0 && hw.prefill_attention_efficiency < 1e-3) {
     return f.expected("prefill_attention_efficiency", "0 (as attention_efficiency) or a number in [0.001, 1]");
+  }
+  if (hw.prefill_self_attention_efficiency > 0 && hw.prefill_self_attention_efficiency < 1e-3) {
+    return f.expected("prefill_self_attention_efficiency",
+                      "0 (as prefill_attention_efficiency) or a number in [0.001, 1]");
   }
   if (const toml::node* bf16 = root.get("bf16")) {
     const auto* b = bf16->as_boolean();

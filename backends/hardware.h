@@ -28,10 +28,24 @@ struct HardwareSpec {
   // peak (FlashAttention-style kernels against paged decode kernels; scalar loops on a CPU, where
   // the cache holds the KV). 0 = attention_efficiency.
   double prefill_attention_efficiency = 0;
+  // The same for the pairs of a prompt chunk's tokens with each other (the causal triangle), where
+  // FlashAttention-style kernels mask half of each diagonal tile and keep fewer tiles busy: on an
+  // A100 (Vidur's Llama-2-7B timings) they run at about 40 % of the rate of the pairs over the cache.
+  // 0 = prefill_attention_efficiency for every pair.
+  double prefill_self_attention_efficiency = 0;
   double overhead = 0;                 // fixed cost of one iteration: launches, CPU (s)
+  // Fixed cost of one sequence's attention in one layer (s), beside its bytes and FLOPs: paged
+  // attention kernels spend a few microseconds per sequence on block tables, partial blocks and
+  // their reduction whatever the context (Vidur's A100 decode timings: about 1.2 us per sequence
+  // per layer over 32 cached tokens). 0 = none.
+  double attention_sequence_overhead = 0;
   // GEMM efficiency grows with the rows (tokens) of the product, as tiles fill:
   // gemm_efficiency x M / (M + gemm_half_rows). 0 = flat.
   double gemm_half_rows = 128;
+  // GEMM kernels compute whole tiles of rows: a product of M rows costs the FLOPs of M rounded up
+  // to a multiple of gemm_tile_rows (tile quantization: NVIDIA's "Matrix Multiplication Background
+  // User's Guide"; cuBLAS on an A100 steps every 128 rows). 0 = no rounding.
+  double gemm_tile_rows = 0;
   double price_per_hour_usd = 0;  // on-demand price of one GPU per hour (USD); 0 = unknown
 
   // FLOP per byte where compute time and memory time meet (dense FP16 over bandwidth).

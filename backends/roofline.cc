@@ -35,6 +35,9 @@ double RooflineModel::gemm_time(double flops, double bytes, double rows) const {
   if (hw_.gemm_half_rows > 0) eff *= rows / (rows + hw_.gemm_half_rows);
   const double peak = options_.weights == DType::kFp8 && hw_.fp8_flops > 0 ? hw_.fp8_flops
                                                                            : hw_.fp16_flops;
+  if (hw_.gemm_tile_rows > 0 && rows > 0) {
+    flops *= std::ceil(rows / hw_.gemm_tile_rows) * hw_.gemm_tile_rows / rows;
+  }
   return std::max(flops / (peak * eff), memory_time(bytes));
 }
 
@@ -98,7 +101,15 @@ RooflineBreakdown RooflineModel::price_items(size_t n, ItemAt item_at, int64_t g
                          + new_t * 2 * kv_dim * kvb           // write the new K and V
                          + 2 * new_t * q_dim * ab;            // read Q, write the output
     const double efficiency = item.new_tokens > 1 ? prefill_efficiency : hw_.attention_efficiency;
-    t.attention += attention_time(flops, bytes, efficiency) * layers;
+    double time = attention_time(flops, bytes, efficiency);
+    if (item.new_tokens > 1 && hw_.prefill_self_attention_efficiency > 0) {
+      // The chunk's causal triangle at its own efficiency, the pairs over the cache at the other.
+      const double self = 4 * (new_t * (new_t + 1) / 2) * q_dim, cache = 4 * (new_t * ctx) * q_dim;
+      time = std::max(cache / (hw_.fp16_flops * efficiency) +
+                          self / (hw_.fp16_flops * hw_.prefill_self_attention_efficiency),
+                      bytes / (hw_.memory_bandwidth * efficiency));
+    }
+    t.attention += (time + hw_.attention_sequence_overhead) * layers;
   }
   if (decodes > 0) t.attention += decode_attention(decodes, decode_context);
 

@@ -92,7 +92,8 @@ class RooflineModel {
 inline double RooflineModel::decode_attention(int64_t count, int64_t context_sum) const {
   const double bytes = static_cast<double>(context_sum) * decode_bytes_per_context_ +
                        static_cast<double>(count) * decode_bytes_per_item_;
-  return bytes / (hw_.memory_bandwidth * hw_.attention_efficiency) *
+  return (bytes / (hw_.memory_bandwidth * hw_.attention_efficiency) +
+          static_cast<double>(count) * hw_.attention_sequence_overhead) *
          static_cast<double>(model_.num_layers);
 }
 

@@ -190,7 +190,9 @@ TEST_F(BadInputs, HardwareFiles) {
       {"", "interconnect_gbs", "300"},         {"", "interconnect_latency_us", "5"},
       {"", "gemm_efficiency", "0.7"},          {"", "memory_efficiency", "0.75"},
       {"", "attention_efficiency", "0.6"},     {"", "overhead_us", "100"},
-      {"", "gemm_half_rows", "128"},          {"", "price_per_hour_usd", "3.43"}};
+      {"", "gemm_half_rows", "128"},          {"", "price_per_hour_usd", "3.43"},
+      {"", "gemm_tile_rows", "128"},          {"", "attention_sequence_us", "1.2"},
+      {"", "prefill_self_attention_efficiency", "0.15"}};
   const std::string w = write("w.toml", "[generate]\nrequests = 10\n[generate.arrival]\nprocess = "
                                         "'poisson'\nrate = 4.0\n[generate.prompt_tokens]\ndist = "
                                         "'fixed'\nvalue = 200\n[generate.output_tokens]\ndist = "

@@ -321,8 +321,11 @@ double truth_value(const HardwareSpec& t, FitKey key) {
     case FitKey::kMemoryEfficiency: return t.memory_efficiency;
     case FitKey::kAttentionEfficiency: return t.attention_efficiency;
     case FitKey::kPrefillAttentionEfficiency: return t.prefill_attention_efficiency;
+    case FitKey::kPrefillSelfAttentionEfficiency: return t.prefill_self_attention_efficiency;
     case FitKey::kGemmHalfRows: return t.gemm_half_rows;
+    case FitKey::kGemmTileRows: return t.gemm_tile_rows;
     case FitKey::kOverhead: return t.overhead * 1e6;
+    case FitKey::kAttentionSequence: return t.attention_sequence_overhead * 1e6;
   }
   return 0;
 }
@@ -342,8 +345,11 @@ void expect_recovered(const HardwareSpec& truth, std::vector<FitKey> keys) {
       case FitKey::kMemoryEfficiency: start.memory_efficiency = file.memory_efficiency; break;
       case FitKey::kAttentionEfficiency: start.attention_efficiency = file.attention_efficiency; break;
       case FitKey::kPrefillAttentionEfficiency: start.prefill_attention_efficiency = 0; break;
+      case FitKey::kPrefillSelfAttentionEfficiency: start.prefill_self_attention_efficiency = 0; break;
       case FitKey::kGemmHalfRows: start.gemm_half_rows = file.gemm_half_rows; break;
+      case FitKey::kGemmTileRows: start.gemm_tile_rows = 0; break;
       case FitKey::kOverhead: start.overhead = file.overhead; break;
+      case FitKey::kAttentionSequence: start.attention_sequence_overhead = 0; break;
     }
   }
   const CalibrationFit f = fit_hardware(start, llama(), bf16, measure(truth, 240, noise, 11), options);
@@ -387,6 +393,57 @@ TEST(CalibrateFit, RecoversTheGemmRampAndEfficienciesFromNoisyMeasurements) {
   expect_recovered(synthetic_truth(),
                    {FitKey::kGemmEfficiency, FitKey::kMemoryEfficiency, FitKey::kAttentionEfficiency,
                     FitKey::kPrefillAttentionEfficiency, FitKey::kGemmHalfRows});
+}
+
+// The terms Vidur's A100 timings showed missing: a fixed attention cost per sequence, the causal
+// triangle of a prompt chunk at its own efficiency (both searched or solved with the rest).
+TEST(CalibrateFit, RecoversThePerSequenceAttentionCostAndTheSelfAttentionEfficiency) {
+  HardwareSpec truth = synthetic_truth();
+  truth.attention_sequence_overhead = 10e-6;  // 10 us per sequence per layer: 0.3 ms per sequence
+  truth.prefill_self_attention_efficiency = 0.1;
+  expect_recovered(truth, {FitKey::kGemmEfficiency, FitKey::kMemoryEfficiency, FitKey::kAttentionEfficiency,
+                           FitKey::kPrefillAttentionEfficiency, FitKey::kPrefillSelfAttentionEfficiency,
+                           FitKey::kOverhead, FitKey::kAttentionSequence});
+}
+
+// gemm_tile_rows is not searched but chosen: the fit of the others at each candidate, the best kept;
+// the held-out half chooses its own. Reported without a range, never at a bound.
+TEST(CalibrateFit, ChoosesTheGemmTileRowsThatMadeTheMeasurements) {
+  HardwareSpec truth = synthetic_truth();
+  truth.gemm_half_rows = 0;
+  truth.gemm_tile_rows = 64;
+  // Batches of prompt chunks of up to a few hundred tokens, where the rounding to 64 rows shows.
+  const RooflineModel roofline(truth, llama(), bf16);
+  std::vector<Measurement> data;
+  for (int tokens = 8; tokens <= 520; tokens += 7) {
+    Measurement m{{{tokens, 0, true}}, 0};
+    m.measured = roofline.price(m.items.data(), m.items.size()).total();
+    data.push_back(std::move(m));
+  }
+  CalibrationOptions options = bootstrap(5);
+  options.keys = {FitKey::kGemmEfficiency, FitKey::kMemoryEfficiency, FitKey::kGemmTileRows, FitKey::kOverhead};
+  HardwareSpec start = truth;
+  start.gemm_tile_rows = 0;
+  start.gemm_efficiency = 0.7;
+  const CalibrationFit f = fit_hardware(start, llama(), bf16, data, options);
+  const ParameterFit& tile = parameter(f, FitKey::kGemmTileRows);
+  EXPECT_TRUE(tile.grid);
+  EXPECT_TRUE(tile.fitted);
+  EXPECT_EQ(tile.start, 0);
+  EXPECT_EQ(tile.value, 64);
+  EXPECT_EQ(tile.low, 64);
+  EXPECT_EQ(tile.high, 64);
+  EXPECT_EQ(tile.at_bound, 0);
+  EXPECT_EQ(f.hardware.gemm_tile_rows, 64);
+  EXPECT_NEAR(f.hardware.gemm_efficiency, truth.gemm_efficiency, 1e-3);
+  EXPECT_LT(f.mape_after, 1e-4);
+  EXPECT_LT(f.held_out_after, 1e-4);
+  // The loss it started from is the start's own (tile 0), not the chosen tile's with the start's
+  // other values.
+  options.keys = {FitKey::kGemmEfficiency, FitKey::kMemoryEfficiency, FitKey::kOverhead};
+  EXPECT_DOUBLE_EQ(f.convergence.loss_start, fit_hardware(start, llama(), bf16, data, options).convergence.loss_start);
+  ASSERT_FALSE(f.held_out_by_kind.empty());
+  EXPECT_EQ(f.held_out_by_kind[0].kind, "prefill");
 }
 
 TEST(CalibrateFit, AnEfficiencyThatWouldNeedToExceedOneIsFlaggedAtItsBound) {

@@ -160,6 +160,29 @@ TEST(Hardware, PrefillAttentionEfficiencyIsZeroUnlessGiven) {
   EXPECT_NE(msg.find("prefill_attention_efficiency: expected"), std::string::npos) << msg;
 }
 
+TEST(Hardware, CalibrationTermsAreOffUnlessGiven) {
+  for (const char* file : {"a100-80gb.toml", "h100-sxm.toml", "t4.toml"}) {
+    const HardwareSpec hw = load_ok(file);
+    EXPECT_EQ(hw.gemm_tile_rows, 0) << file;
+    EXPECT_EQ(hw.attention_sequence_overhead, 0) << file;
+    EXPECT_EQ(hw.prefill_self_attention_efficiency, 0) << file;
+  }
+  auto hw = load_hardware(write_temp(std::string(kMinimal) +
+                                     "gemm_tile_rows = 128\nattention_sequence_us = 1.5\n"
+                                     "prefill_self_attention_efficiency = 0.15\n"));
+  ASSERT_TRUE(hw.ok()) << hw.error().message;
+  EXPECT_EQ(hw.value().gemm_tile_rows, 128);
+  EXPECT_DOUBLE_EQ(hw.value().attention_sequence_overhead, 1.5e-6);
+  EXPECT_DOUBLE_EQ(hw.value().prefill_self_attention_efficiency, 0.15);
+  std::string msg = load_error(std::string(kMinimal) + "prefill_self_attention_efficiency = 1e-6\n");
+  EXPECT_NE(msg.find("prefill_self_attention_efficiency: expected 0 (as prefill_attention_efficiency)"),
+            std::string::npos) << msg;
+  msg = load_error(std::string(kMinimal) + "attention_sequence_us = -1\n");
+  EXPECT_NE(msg.find("attention_sequence_us"), std::string::npos) << msg;
+  msg = load_error(std::string(kMinimal) + "gemm_tile_rows = 1e9\n");
+  EXPECT_NE(msg.find("gemm_tile_rows"), std::string::npos) << msg;
+}
+
 TEST(Hardware, IntegerAndFloatValuesBothAccepted) {
   auto hw = load_hardware(write_temp(std::string(kMinimal) + "gemm_efficiency = 1\noverhead_us = 0\n"));
   ASSERT_TRUE(hw.ok()) << hw.error().message;

@@ -114,5 +114,61 @@ TEST(Roofline, PrefillAttentionEfficiencyPricesOnlyTheAttentionOfPromptChunks) {
             base.price(decodes.data(), decodes.size()).total());
 }
 
+// The terms calibration against Vidur's A100 timings added (all 0, off, in the shipped defaults).
+TEST(Roofline, AttentionSequenceCostAddsPerSequenceAndLayer) {
+  const RooflineModel base = model("a100-80gb", "llama-2-7b", DType::kFp16);
+  EXPECT_EQ(base.hardware().attention_sequence_overhead, 0);
+  HardwareSpec hw = base.hardware();
+  hw.attention_sequence_overhead = 2e-6;
+  const RooflineModel with(hw, base.model(), base.options());
+  const std::vector<RooflineModel::Item> mixed = {{512, 64, true}, {1, 4000, true}, {1, 100, true}, {1, 7, false}};
+  const RooflineBreakdown b = base.price(mixed.data(), mixed.size());
+  const RooflineBreakdown w = with.price(mixed.data(), mixed.size());
+  EXPECT_NEAR(w.attention - b.attention, 4 * 32 * 2e-6, 1e-12);  // 4 sequences x 32 layers
+  EXPECT_EQ(w.gemm, b.gemm);
+}
+
+TEST(Roofline, SelfAttentionEfficiencyPricesTheChunksCausalTriangle) {
+  const RooflineModel base = model("a100-80gb", "llama-2-7b", DType::kFp16);
+  HardwareSpec hw = base.hardware();
+  hw.prefill_attention_efficiency = 0.3;
+  const RooflineModel one(hw, base.model(), base.options());
+  hw.prefill_self_attention_efficiency = 0.3;  // the same: the same price, up to rounding
+  const RooflineModel same(hw, base.model(), base.options());
+  hw.prefill_self_attention_efficiency = 0.1;
+  const RooflineModel slow(hw, base.model(), base.options());
+  const RooflineModel::Item chunk{2048, 1024, true}, fresh{2048, 0, true};
+  EXPECT_NEAR(same.price(&chunk, 1).attention, one.price(&chunk, 1).attention, 1e-12);
+  // Compute-bound: the triangle's 2048 x 2049 / 2 pairs take three times as long, the cache's
+  // 2048 x 1024 pairs the same.
+  const double q_dim = 4096, layers = 32, peak = hw.fp16_flops;
+  const double triangle = 4 * (2048.0 * 2049 / 2) * q_dim / peak * layers;
+  EXPECT_NEAR(slow.price(&chunk, 1).attention - one.price(&chunk, 1).attention, triangle * (1 / 0.1 - 1 / 0.3),
+              1e-9);
+  EXPECT_NEAR(slow.price(&fresh, 1).attention / one.price(&fresh, 1).attention, 3.0, 1e-9);
+  // Decodes have no triangle.
+  const RooflineModel::Item decode{1, 4000, true};
+  EXPECT_EQ(slow.price(&decode, 1).total(), one.price(&decode, 1).total());
+}
+
+TEST(Roofline, GemmTileRowsRoundsTheRowsOfComputeBoundProducts) {
+  const RooflineModel base = model("a100-80gb", "llama-2-7b", DType::kFp16);
+  HardwareSpec hw = base.hardware();
+  hw.gemm_half_rows = 0;
+  const RooflineModel flat(hw, base.model(), base.options());
+  hw.gemm_tile_rows = 128;
+  const RooflineModel tiled(hw, base.model(), base.options());
+  const auto gemm = [](const RooflineModel& r, int64_t tokens) {
+    const RooflineModel::Item item{tokens, 0, false};
+    return r.price(&item, 1).gemm;
+  };
+  // 1,025 rows cost what 1,152 (9 tiles) do without rounding; whole tiles cost the same.
+  EXPECT_NEAR(gemm(tiled, 1025), gemm(flat, 1152), 1e-12);
+  EXPECT_NEAR(gemm(tiled, 1024), gemm(flat, 1024), 1e-12);
+  EXPECT_NEAR(gemm(tiled, 1100), gemm(tiled, 1152), 1e-12);
+  // Memory-bound products (a few rows read all the weights) do not see it.
+  EXPECT_EQ(gemm(tiled, 3), gemm(flat, 3));
+}
+
 }  // namespace
 }  // namespace servesim
