@@ -158,7 +158,7 @@ int64_t size_of(const Measurement& m, const std::string& kind) {
 // with size shows as two bands of different sign or size).
 std::vector<ResidualGroup> residuals(const Context& c, const HardwareSpec& before,
                                      const HardwareSpec& after) {
-  const RooflineModel rb(before, c.model, c.options), ra(after, c.model, c.options);
+  const Rooflines rb(before, c.models), ra(after, c.models);
   std::vector<ResidualGroup> groups;
   for (const std::string kind : kKinds) {
     std::vector<size_t> members;
@@ -179,8 +179,8 @@ std::vector<ResidualGroup> residuals(const Context& c, const HardwareSpec& befor
       const Measurement& m = c.data[members[k]];
       ResidualGroup& g = sizes[k] <= median ? small : large;
       ++g.count;
-      g.before += (c.price(rb, m) - m.measured) / m.measured;
-      g.after += (c.price(ra, m) - m.measured) / m.measured;
+      g.before += (rb.price(c, members[k]) - m.measured) / m.measured;
+      g.after += (ra.price(c, members[k]) - m.measured) / m.measured;
     }
     for (ResidualGroup* g : {&small, &large}) {
       if (g->count == 0) continue;
@@ -204,7 +204,7 @@ int at_bound(const KeyInfo& k, double value) {
 // The start with each grid key (gemm_tile_rows) at the candidate whose fit of the other keys to the
 // weighted data has the lowest loss (the start's own value among the candidates; ties keep the
 // smaller value).
-HardwareSpec choose_grid(const HardwareSpec& start, const ModelSpec& model, const RooflineOptions& options,
+HardwareSpec choose_grid(const HardwareSpec& start, const std::vector<FitModel>& models,
                          const std::vector<Measurement>& data, const CalibrationOptions& cal,
                          const std::vector<double>& weight, int& evaluations) {
   HardwareSpec chosen = start;
@@ -220,7 +220,7 @@ HardwareSpec choose_grid(const HardwareSpec& start, const ModelSpec& model, cons
       HardwareSpec at = chosen;
       at.*(k.field) = candidates[i];
       std::vector<FitKey> unfitted;
-      const Context c = make_context(at, model, options, data, cal, unfitted);
+      const Context c = make_context(at, models, data, cal, unfitted);
       const Optimum o = minimise_from_starts(c, weight, cal);
       evaluations += o.evaluations;
       if (i == 0 || o.loss < best_loss) {
@@ -244,9 +244,9 @@ void held_out(const Context& c, const HardwareSpec& start, const CalibrationOpti
   for (size_t i = n - 1; i > 0; --i) std::swap(order[i], order[rng.below(i + 1)]);
   std::vector<double> train(n, 0.0), test(n, 0.0);
   for (size_t k = 0; k < n; ++k) (k < n / 2 ? train : test)[order[k]] = 1;
-  const HardwareSpec chosen = choose_grid(start, c.model, c.options, c.data, cal, train, fit.evaluations);
+  const HardwareSpec chosen = choose_grid(start, c.models, c.data, cal, train, fit.evaluations);
   std::vector<FitKey> unfitted;
-  const Context half = make_context(chosen, c.model, c.options, c.data, cal, unfitted);
+  const Context half = make_context(chosen, c.models, c.data, cal, unfitted);
   const Optimum o = minimise_from_starts(half, train, cal);
   fit.evaluations += o.evaluations;
   fit.held_out_count = n - n / 2;
@@ -264,6 +264,18 @@ void held_out(const Context& c, const HardwareSpec& start, const CalibrationOpti
     }
     if (count > 0) fit.held_out_by_kind.push_back({kind, count, mape(start, c, members), mape(fitted, c, members)});
   }
+  for (size_t model = 0; c.models.size() > 1 && model < c.models.size(); ++model) {
+    std::vector<double> members(n, 0.0);
+    size_t count = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (test[i] > 0 && static_cast<size_t>(c.data[i].model) == model) {
+        members[i] = 1;
+        ++count;
+      }
+    }
+    fit.held_out_by_model.push_back(
+        {std::to_string(model), count, count > 0 ? mape(start, c, members) : 0, count > 0 ? mape(fitted, c, members) : 0});
+  }
 }
 
 }  // namespace
@@ -271,12 +283,17 @@ void held_out(const Context& c, const HardwareSpec& start, const CalibrationOpti
 CalibrationFit fit_hardware(const HardwareSpec& start, const ModelSpec& model,
                             const RooflineOptions& options, const std::vector<Measurement>& data,
                             const CalibrationOptions& cal) {
+  return fit_hardware(start, std::vector<FitModel>{{model, options}}, data, cal);
+}
+
+CalibrationFit fit_hardware(const HardwareSpec& start, const std::vector<FitModel>& models,
+                            const std::vector<Measurement>& data, const CalibrationOptions& cal) {
   assert(!data.empty());
   const std::vector<double> all = all_ones(data.size());
   int grid_evaluations = 0;
-  const HardwareSpec chosen = choose_grid(start, model, options, data, cal, all, grid_evaluations);
+  const HardwareSpec chosen = choose_grid(start, models, data, cal, all, grid_evaluations);
   std::vector<FitKey> unfitted;
-  const Context c = make_context(chosen, model, options, data, cal, unfitted);
+  const Context c = make_context(chosen, models, data, cal, unfitted);
   const Optimum o = minimise_from_starts(c, all, cal);
 
   CalibrationFit fit;
@@ -297,7 +314,7 @@ CalibrationFit fit_hardware(const HardwareSpec& start, const ModelSpec& model,
   v.evaluations = o.evaluations;
   {  // at the start's own values, before any grid key moved
     std::vector<FitKey> ignored;
-    v.loss_start = start_loss(make_context(start, model, options, data, cal, ignored), all);
+    v.loss_start = start_loss(make_context(start, models, data, cal, ignored), all);
   }
   v.loss = o.loss;
 

@@ -37,6 +37,15 @@ struct Measurement {
   std::vector<RooflineModel::Item> items;
   double measured = 0;
   Coverage covers = Coverage::kIteration;
+  int32_t model = 0;  // the index of the model it ran (fit_hardware's `models`)
+};
+
+// A model measurements were taken of, with the precision and tensor parallelism it ran at: one fit
+// may span several (Vidur's profiles of Llama-2-7B, Llama-3-8B and Llama-3-70B on one GPU), so that
+// the hardware's keys are pinned by every shape at once.
+struct FitModel {
+  ModelSpec model;
+  RooflineOptions options;
 };
 
 // The hardware keys a fit may change. The efficiencies and gemm_half_rows are searched by the
@@ -138,6 +147,8 @@ struct CalibrationFit {
     double before = 0, after = 0;
   };
   std::vector<KindError> held_out_by_kind;
+  // The same by model (Measurement::model), when the fit spans more than one: kind is the index.
+  std::vector<KindError> held_out_by_model;
   std::vector<ResidualGroup> residuals;  // by kind (prefill, decode, mixed), then small, large
   // Pairs of keys whose values move together over the resamples (|correlation| >= 0.9): the
   // measurements pin a combination of them, not each (the overhead, the weights' read at one row
@@ -164,10 +175,28 @@ struct CalibrationFit {
 CalibrationFit fit_hardware(const HardwareSpec& start, const ModelSpec& model,
                             const RooflineOptions& options, const std::vector<Measurement>& data,
                             const CalibrationOptions& calibration = {});
+// The same over measurements of several models (each Measurement::model < models.size()).
+CalibrationFit fit_hardware(const HardwareSpec& start, const std::vector<FitModel>& models,
+                            const std::vector<Measurement>& data, const CalibrationOptions& calibration = {});
 
 // The hardware TOML text of hw, every key of data/hardware/README.md in its unit, after `header`
 // (comment lines, each starting with "# ").
 std::string hardware_toml(const HardwareSpec& hw, const std::string& header);
+
+// Measured timings to fit: `path` a Vidur profile folder or a CSV of ours (analysis/measured.h), of
+// the model in model_path at tensor-parallel degree tp.
+struct MeasuredProfile {
+  std::string path;
+  std::string model_path;
+  int32_t tp = 1;
+};
+// The fit to measured timings (of one GPU, several models and degrees at once): priced with
+// `hardware_path`, each measurement only over the parts it covers (comparable_price; so the
+// overhead, which no profile covers, is not fitted). Writes out_path and prints the report of
+// calibrate_run, with the error of each source before and after (on the held-out half too).
+Status calibrate_measured(const std::vector<MeasuredProfile>& sources, const std::string& hardware_path,
+                          const std::string& out_path, std::ostream& out,
+                          const CalibrationOptions& calibration = {});
 
 // Reads the run (default: the latest) from db_path, fits its hardware file, writes the result to
 // out_path (loadable with load_hardware; its header comment names the run, the errors, the
@@ -175,14 +204,6 @@ std::string hardware_toml(const HardwareSpec& hw, const std::string& header);
 // calibrate_* metrics (when the database takes writes). Errors: no database, no such run, no
 // measured iterations, no batch_items, an unreadable hardware or model file, an unwritable
 // out_path.
-// The same fit to measured timings instead of a run: `path` a Vidur profile folder or a CSV of
-// ours (analysis/measured.h), priced with `hardware_path` and `model_path` at tensor-parallel
-// degree tp, each measurement priced only over the parts it covers (comparable_price; so the
-// overhead, which no profile covers, is not fitted). Writes out_path and prints the same report.
-Status calibrate_measured(const std::string& path, const std::string& hardware_path,
-                          const std::string& model_path, int32_t tp, const std::string& out_path,
-                          std::ostream& out, const CalibrationOptions& calibration = {});
-
 Status calibrate_run(const std::string& db_path, std::optional<int64_t> run_id,
                      const std::string& out_path, std::ostream& out,
                      const CalibrationOptions& calibration = {});

@@ -3,6 +3,7 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -78,7 +79,7 @@ std::vector<std::string> summary(const CalibrationFit& fit, const CalibrationOpt
                     "), MAPE on the other " + std::to_string(fit.held_out_count) + " iterations: " +
                     format("%.1f %% before, %.1f %% after", 100 * fit.held_out_before,
                            100 * fit.held_out_after));
-    if (fit.held_out_by_kind.size() > 1) {
+    if (!fit.held_out_by_kind.empty()) {
       std::string by_kind = "Held-out by kind:";
       for (const CalibrationFit::KindError& k : fit.held_out_by_kind) {
         by_kind += " " + k.kind + " (" + std::to_string(k.count) + ") " +
@@ -182,8 +183,13 @@ Status store_metrics(const std::string& db_path, int64_t run, const CalibrationF
 // keys fitted, the summary and the warnings) and prints the report of the fit.
 Status write_and_print(const CalibrationFit& fit, const CalibrationOptions& calibration,
                        const std::string& from, size_t count, const std::string& what,
-                       const std::string& hardware_path, const std::string& out_path, std::ostream& out) {
-  const std::vector<std::string> lines = summary(fit, calibration);
+                       const std::string& hardware_path, const std::string& out_path, std::ostream& out,
+                       const std::vector<std::string>& by_source = {}) {
+  std::vector<std::string> lines = summary(fit, calibration);
+  if (!by_source.empty()) {
+    lines.push_back("MAPE by source:");
+    lines.insert(lines.end(), by_source.begin(), by_source.end());
+  }
   const std::vector<std::string> warnings = fit.warnings();
   std::string header = "# Calibrated by `sim calibrate` from " + one_line(from) + " (" + std::to_string(count) +
                        " " + what + ");\n# the keys fitted:";
@@ -271,27 +277,61 @@ Status calibrate_run(const std::string& db_path, std::optional<int64_t> run_id,
   return Ok{};
 }
 
-Status calibrate_measured(const std::string& path, const std::string& hardware_path,
-                          const std::string& model_path, int32_t tp, const std::string& out_path,
-                          std::ostream& out, const CalibrationOptions& calibration) {
+Status calibrate_measured(const std::vector<MeasuredProfile>& sources, const std::string& hardware_path,
+                          const std::string& out_path, std::ostream& out, const CalibrationOptions& calibration) {
   Result<HardwareSpec> hw = load_hardware(hardware_path);
   if (!hw.ok()) return hw.error();
-  Result<ModelSpec> model = load_model(model_path);
-  if (!model.ok()) return model.error();
-  if (Status s = check_tensor_parallel(model.value(), tp); !s.ok()) return s.error();
-  Result<std::vector<MeasuredBatch>> read = read_measured_path(path, model.value(), tp, nullptr);
-  if (!read.ok()) return read.error();
+  std::vector<FitModel> models;
   std::vector<Measurement> data;
-  for (const MeasuredBatch& b : read.value()) data.push_back(b.measurement);
-  if (data.empty()) return Error{path + " has no measured batch this model can be priced on"};
-  // As sim validate --measured prices them: the model's own precision throughout.
-  RooflineOptions options;
-  options.tp = tp;
-  options.weights = options.kv = options.activations = model.value().dtype;
+  std::string from;
+  for (const MeasuredProfile& source : sources) {
+    Result<ModelSpec> model = load_model(source.model_path);
+    if (!model.ok()) return model.error();
+    if (Status s = check_tensor_parallel(model.value(), source.tp); !s.ok()) return s.error();
+    Result<std::vector<MeasuredBatch>> read = read_measured_path(source.path, model.value(), source.tp, nullptr);
+    if (!read.ok()) return read.error();
+    if (read.value().empty()) return Error{source.path + " has no measured batch this model can be priced on"};
+    // As sim validate --measured prices them: the model's own precision throughout.
+    RooflineOptions options;
+    options.tp = source.tp;
+    options.weights = options.kv = options.activations = model.value().dtype;
+    for (MeasuredBatch& b : read.value()) {
+      data.push_back(std::move(b.measurement));
+      data.back().model = static_cast<int32_t>(models.size());
+    }
+    models.push_back({model.value(), options});
+    from += (from.empty() ? "" : ", ") + source.path + (source.tp > 1 ? " (tp " + std::to_string(source.tp) + ")" : "");
+  }
   CalibrationOptions fit_options = calibration;
   fit_options.price = [](const RooflineModel& r, const Measurement& m) { return comparable_price(r, m.items, m.covers); };
-  const CalibrationFit fit = fit_hardware(hw.value(), model.value(), options, data, fit_options);
-  return write_and_print(fit, fit_options, path, data.size(), "measured batches", hardware_path, out_path, out);
+  const CalibrationFit fit = fit_hardware(hw.value(), models, data, fit_options);
+  // Each source's error, before and after (and on its share of the held-out half).
+  std::vector<std::string> by_source;
+  if (sources.size() > 1) {
+    for (size_t k = 0; k < sources.size(); ++k) {
+      const RooflineModel before(hw.value(), models[k].model, models[k].options);
+      const RooflineModel after(fit.hardware, models[k].model, models[k].options);
+      double b = 0, a = 0;
+      size_t count = 0;
+      for (const Measurement& m : data) {
+        if (static_cast<size_t>(m.model) != k) continue;
+        b += std::fabs(fit_options.price(before, m) - m.measured) / m.measured;
+        a += std::fabs(fit_options.price(after, m) - m.measured) / m.measured;
+        ++count;
+      }
+      std::string line = format("%.1f %% before, %.1f %% after", 100 * b / static_cast<double>(count),
+                                100 * a / static_cast<double>(count));
+      for (const CalibrationFit::KindError& h : fit.held_out_by_model) {
+        if (h.kind == std::to_string(k) && h.count > 0) {
+          line += format("; held out (%.0f): %.1f %% -> %.1f %%", static_cast<double>(h.count), 100 * h.before, 100 * h.after);
+        }
+      }
+      by_source.push_back("  " + sources[k].path + (sources[k].tp > 1 ? " (tp " + std::to_string(sources[k].tp) + ")" : "") +
+                          " (" + std::to_string(count) + "): " + line);
+    }
+  }
+  return write_and_print(fit, fit_options, from, data.size(), "measured batches", hardware_path, out_path, out,
+                         by_source);
 }
 
 }  // namespace servesim

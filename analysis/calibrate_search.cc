@@ -95,10 +95,10 @@ class Objective {
   double operator()(const double* x, std::vector<double>& theta) const {
     ++evaluations;
     const std::vector<double> zero(c_.solved.size(), 0.0);
-    const RooflineModel roofline(hardware_at(c_, x, zero), c_.model, c_.options);
+    const Rooflines rooflines(hardware_at(c_, x, zero), c_.models);
     std::vector<double> q(c_.data.size(), 0.0);
     for (size_t i = 0; i < c_.data.size(); ++i) {
-      if (weight_[i] > 0) q[i] = c_.price(roofline, c_.data[i]);
+      if (weight_[i] > 0) q[i] = rooflines.price(c_, i);
     }
     theta = best_additive(q);
     double loss = 0;
@@ -203,15 +203,14 @@ void snap_to_bounds(const Context& c, const Objective& objective, Optimum& best)
 
 // Whether some prediction changes when key k does (halved, or from 0 rows to 64): a key that moves
 // none (the prefill efficiency without prompt chunks) cannot be fitted from these data.
-bool moves_a_prediction(const KeyInfo& k, const HardwareSpec& base, const ModelSpec& model,
-                        const RooflineOptions& options, const std::vector<Measurement>& data,
-                        const MeasurementPrice& price, const std::vector<double>& q) {
+bool moves_a_prediction(const KeyInfo& k, const HardwareSpec& base, const Context& c,
+                        const std::vector<double>& q) {
   HardwareSpec moved = base;
   const double v = value_of(k, base);
   moved.*(k.field) = k.key == FitKey::kGemmHalfRows ? (v > 0 ? v / 2 : 64) : v / 2;
-  const RooflineModel roofline(moved, model, options);
-  for (size_t i = 0; i < data.size(); ++i) {
-    if (std::fabs(price(roofline, data[i]) - q[i]) > 1e-9 * std::fabs(q[i])) return true;
+  const Rooflines rooflines(moved, c.models);
+  for (size_t i = 0; i < c.data.size(); ++i) {
+    if (std::fabs(rooflines.price(c, i) - q[i]) > 1e-9 * std::fabs(q[i])) return true;
   }
   return false;
 }
@@ -255,13 +254,23 @@ HardwareSpec hardware_at(const Context& c, const double* x, const std::vector<do
   return hw;
 }
 
+Rooflines::Rooflines(const HardwareSpec& hw, const std::vector<FitModel>& models) {
+  for (const FitModel& m : models) rooflines_.emplace_back(hw, m.model, m.options);
+}
+
+double Rooflines::price(const Context& c, size_t i) const {
+  const Measurement& m = c.data[i];
+  assert(m.model >= 0 && static_cast<size_t>(m.model) < rooflines_.size());
+  return c.price(rooflines_[static_cast<size_t>(m.model)], m);
+}
+
 double mape(const HardwareSpec& hw, const Context& c, const std::vector<double>& weight) {
-  const RooflineModel roofline(hw, c.model, c.options);
+  const Rooflines rooflines(hw, c.models);
   double sum = 0, total = 0;
   for (size_t i = 0; i < c.data.size(); ++i) {
     if (weight[i] == 0) continue;
     const Measurement& m = c.data[i];
-    sum += weight[i] * std::fabs(c.price(roofline, m) - m.measured) / m.measured;
+    sum += weight[i] * std::fabs(rooflines.price(c, i) - m.measured) / m.measured;
     total += weight[i];
   }
   return total > 0 ? sum / total : 0;
@@ -269,23 +278,23 @@ double mape(const HardwareSpec& hw, const Context& c, const std::vector<double>&
 
 // The keys split into searched and solved, and the additive keys' columns: the change of each
 // prediction per unit of the key, from the start (exact: the key only adds to the prediction).
-Context make_context(const HardwareSpec& start, const ModelSpec& model,
-                     const RooflineOptions& options, const std::vector<Measurement>& data,
-                     const CalibrationOptions& cal, std::vector<FitKey>& unfitted) {
-  Context c{start, model, options, data, cal.price, {}, {}, {}, {}, {}};
+Context make_context(const HardwareSpec& start, const std::vector<FitModel>& models,
+                     const std::vector<Measurement>& data, const CalibrationOptions& cal,
+                     std::vector<FitKey>& unfitted) {
+  Context c{start, models, data, cal.price, {}, {}, {}, {}, {}};
   HardwareSpec base = start;
   for (FitKey key : cal.keys) {
     const KeyInfo& k = key_info(key);
     if (k.additive) base.*(k.field) = 0;
   }
-  const RooflineModel at_zero(base, model, options);
+  const Rooflines at_zero(base, models);
   std::vector<double> q(data.size());
-  for (size_t i = 0; i < data.size(); ++i) q[i] = cal.price(at_zero, data[i]);
+  for (size_t i = 0; i < data.size(); ++i) q[i] = at_zero.price(c, i);
   for (FitKey key : cal.keys) {
     const KeyInfo& k = key_info(key);
     if (k.grid) continue;  // chosen around the search (fit_hardware), at the start's value here
     if (!k.additive) {
-      if (!moves_a_prediction(k, base, model, options, data, cal.price, q)) {
+      if (!moves_a_prediction(k, base, c, q)) {
         unfitted.push_back(key);
         continue;
       }
@@ -297,11 +306,11 @@ Context make_context(const HardwareSpec& start, const ModelSpec& model,
     constexpr double kUnit = 1e-3;  // 1 ms: large enough to stand out of rounding
     HardwareSpec one = base;
     one.*(k.field) = kUnit;
-    const RooflineModel at_one(one, model, options);
+    const Rooflines at_one(one, models);
     std::vector<double> column(data.size());
     double largest = 0;
     for (size_t i = 0; i < data.size(); ++i) {
-      column[i] = (cal.price(at_one, data[i]) - q[i]) / kUnit;
+      column[i] = (at_one.price(c, i) - q[i]) / kUnit;
       largest = std::max(largest, std::fabs(column[i]));
     }
     if (largest < 1e-6) {  // the price does not depend on it

@@ -49,8 +49,7 @@ struct SplitMix {
 // Everything a fit of some sample of the data shares.
 struct Context {
   const HardwareSpec& start;
-  const ModelSpec& model;
-  const RooflineOptions& options;
+  const std::vector<FitModel>& models;
   const std::vector<Measurement>& data;
   const MeasurementPrice& price;
   std::vector<const KeyInfo*> searched;     // by BOBYQA, in its coordinates
@@ -59,11 +58,22 @@ struct Context {
   std::vector<double> lower, upper;         // of the searched coordinates
 };
 
+// One hardware's roofline for each of a fit's models.
+class Rooflines {
+ public:
+  Rooflines(const HardwareSpec& hw, const std::vector<FitModel>& models);
+  // The prediction compared with measurement i of c.
+  double price(const Context& c, size_t i) const;
+
+ private:
+  std::vector<RooflineModel> rooflines_;
+};
+
 // The keys split into searched and solved, with the solved keys' columns; the keys that move no
 // prediction (not fittable from these data) go to `unfitted`.
-Context make_context(const HardwareSpec& start, const ModelSpec& model,
-                     const RooflineOptions& options, const std::vector<Measurement>& data,
-                     const CalibrationOptions& cal, std::vector<FitKey>& unfitted);
+Context make_context(const HardwareSpec& start, const std::vector<FitModel>& models,
+                     const std::vector<Measurement>& data, const CalibrationOptions& cal,
+                     std::vector<FitKey>& unfitted);
 // The hardware at searched coordinates x and solved values theta.
 HardwareSpec hardware_at(const Context& c, const double* x, const std::vector<double>& theta);
 // The start's values in the optimiser's coordinates, inside the bounds.

@@ -19,6 +19,7 @@ same shapes (the reader checks the four that mlp.csv records), and only their la
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -88,6 +89,35 @@ def validate(sim, folder, hardware, model, tp):
     return json.loads(p.stdout)
 
 
+def calibrate_held_out(sim, gpu):
+    """`sim calibrate` of the GPU's hardware file on all its profiles at once (each at its serving tp):
+    the MAPE on a random half held out of the fit, before and after, overall, by kind and by profile."""
+    hardware = HARDWARE[gpu]
+    cmd = [sim, "calibrate", "--hardware", hardware, "--bootstrap", "0", "--out", os.devnull]
+    for g, folder_name, model in PROFILES:
+        if g != gpu:
+            continue
+        cmd += ["--measured", os.path.join(VIDUR, gpu, "meta-llama", folder_name), "--model", model,
+                "--tp", str(serving_tp(model, hardware))]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if p.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)}: exit {p.returncode}\n{p.stderr}{p.stdout}")
+    out = {"by_kind": {}, "by_profile": {}}
+    for line in p.stdout.splitlines():
+        m = re.match(r"Held-out: .* MAPE on the other (\d+) iterations: ([\d.]+) % before, ([\d.]+) % after", line)
+        if m:
+            out["all"] = (int(m.group(1)), float(m.group(2)), float(m.group(3)))
+        if line.startswith("Held-out by kind:"):
+            for kind, n, before, after in re.findall(r"([\w-]+) \((\d+)\) ([\d.]+) % -> ([\d.]+) %", line):
+                out["by_kind"][kind] = (int(n), float(before), float(after))
+        m = re.match(r"\s+\S+/([^/ ]+) .*held out \((\d+)\): ([\d.]+) % -> ([\d.]+) %", line)
+        if m:
+            out["by_profile"][m.group(1)] = (int(m.group(2)), float(m.group(3)), float(m.group(4)))
+    if "all" not in out:
+        raise SystemExit(f"{' '.join(cmd)}: no held-out line in\n{p.stdout}")
+    return out
+
+
 def pct(x, signed=False):
     return "" if x is None else (f"{100 * x:+.1f}%" if signed else f"{100 * x:.1f}%")
 
@@ -136,6 +166,21 @@ def main():
         print("\nBy size band:")
         for band, b in spot["by_band"].items():
             print(f"  {band:<26} {b['count']:>5} shapes  MAPE {pct(b['mape']):>7}  bias {pct(b['bias'], True):>7}")
+
+    print("\nCalibrated on a random half, MAPE on the other half (held out), before -> after: one fit of each")
+    print("GPU's hardware file to all its profiles at once (sim calibrate --measured ... --measured ..., seed 1)")
+    print(f"{'GPU':<6} {'held-out shapes':>15} {'all':>16} " + " ".join(f"{k:>16}" for k in KINDS))
+    calibrated = {}
+    for gpu in HARDWARE:
+        c = calibrate_held_out(a.sim, gpu)
+        calibrated[gpu] = c
+        cells = " ".join(f"{c['by_kind'][k][1]:>6.1f}% -> {c['by_kind'][k][2]:>4.1f}%" if k in c["by_kind"] else f"{'-':>16}"
+                         for k in KINDS)
+        print(f"{gpu:<6} {c['all'][0]:>15} {c['all'][1]:>6.1f}% -> {c['all'][2]:>4.1f}% {cells}")
+    print("By profile (its shapes among the held-out half):")
+    for gpu, c in calibrated.items():
+        for name, (n, before, after) in c["by_profile"].items():
+            print(f"  {gpu + '/' + name:<24} {n:>5} shapes  {before:>5.1f}% -> {after:>4.1f}%")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(results, f, indent=1)

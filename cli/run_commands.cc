@@ -207,6 +207,55 @@ Result<MeasuredRequest> measured_request(const po::variables_map& vm) {
   return r;
 }
 
+// `sim calibrate --measured PATH ...`: the sources, each with its model and tp (--model and --tp once
+// for all or once per --measured; a Vidur folder implies its model), and the one GPU they were
+// measured on (--hardware, or the one every Vidur folder implies).
+Result<std::vector<MeasuredProfile>> measured_profiles(const po::variables_map& vm, std::string& hardware_path) {
+  if (vm.count("run") != 0 || !vm["db"].defaulted()) {
+    return Error{"--measured compares measured timings, not a run: leave out --db and --run"};
+  }
+  const auto paths = vm["measured"].as<std::vector<std::string>>();
+  const auto models = vm.count("model") != 0 ? vm["model"].as<std::vector<std::string>>() : std::vector<std::string>{};
+  const auto tps = vm.count("tp") != 0 ? vm["tp"].as<std::vector<int64_t>>() : std::vector<int64_t>{};
+  for (const auto& [name, given] : {std::pair<const char*, size_t>{"--model", models.size()}, {"--tp", tps.size()}}) {
+    if (given > 1 && given != paths.size()) {
+      return Error{std::string(name) + " is given " + std::to_string(given) + " times for " + std::to_string(paths.size()) +
+                   " --measured: give it once (for all) or once per --measured, in their order"};
+    }
+  }
+  std::string implied_hardware;
+  std::vector<MeasuredProfile> sources;
+  for (size_t k = 0; k < paths.size(); ++k) {
+    MeasuredProfile source;
+    source.path = paths[k];
+    const VidurPresets implied = vidur_presets(source.path);
+    if (vm.count("hardware") == 0) {
+      if (implied.hardware.empty()) {
+        return Error{"--hardware is required: " + source.path + " does not say which GPU it was measured on"};
+      }
+      if (!implied_hardware.empty() && implied.hardware != implied_hardware) {
+        return Error{"--measured: " + source.path + " was measured on " + implied.hardware + ", " + paths[0] +
+                     " on " + implied_hardware + "; one fit is of one GPU"};
+      }
+      implied_hardware = implied.hardware;
+    }
+    const std::string model = models.empty() ? implied.model : models[models.size() == 1 ? 0 : k];
+    if (model.empty()) return Error{"--model is required: " + source.path + " does not say which model it measured"};
+    Result<std::string> model_path = resolve_preset(model, PresetKind::kModel, "--model");
+    if (!model_path.ok()) return model_path.error();
+    source.model_path = model_path.value();
+    const int64_t tp = tps.empty() ? 1 : tps[tps.size() == 1 ? 0 : k];
+    if (tp < 1 || tp > 4096) return Error{"--tp: expected an integer from 1 to 4096, got " + std::to_string(tp)};
+    source.tp = static_cast<int32_t>(tp);
+    sources.push_back(std::move(source));
+  }
+  Result<std::string> hw = resolve_preset(vm.count("hardware") != 0 ? vm["hardware"].as<std::string>() : implied_hardware,
+                                          PresetKind::kHardware, "--hardware");
+  if (!hw.ok()) return hw.error();
+  hardware_path = hw.value();
+  return sources;
+}
+
 // `sim validate --measured PATH`: the roofline against measured timings instead of a run.
 int validate_measured_command(const Command& c, const po::variables_map& vm, std::ostream& out,
                               std::ostream& err) {
@@ -266,17 +315,20 @@ int calibrate_command(const std::vector<std::string>& args, std::ostream& out, s
   const Command c{"calibrate",
                   "Usage: sim calibrate [--db FILE] [--run ID] --out FILE [--fit KEY,...]\n"
                   "                     [--bootstrap N] [--seed N]\n"
-                  "       sim calibrate --measured PATH [--hardware NAME|FILE] [--model NAME|FILE] [--tp N]\n"
-                  "                     --out FILE [--fit KEY,...] [--bootstrap N] [--seed N]\n"
-                  "Fits the hardware file's efficiencies (attention of decodes and of prompts apart),\n"
-                  "gemm_half_rows and overhead to a measured run (--backend cpu or cuda) with\n"
-                  "NLopt's BOBYQA and writes a new hardware file.\n"
+                  "       sim calibrate --measured PATH [--measured PATH ...] [--hardware NAME|FILE]\n"
+                  "                     [--model NAME|FILE ...] [--tp N ...] --out FILE [--fit KEY,...]\n"
+                  "                     [--bootstrap N] [--seed N]\n"
+                  "Fits the hardware file's efficiencies (attention of decodes, of prompts over their\n"
+                  "cache and of prompts' own tokens apart), gemm_half_rows, gemm_tile_rows, the\n"
+                  "per-sequence attention cost and the overhead to a measured run (--backend cpu or\n"
+                  "cuda) with NLopt's BOBYQA and writes a new hardware file.\n"
                   "Prints whether the fit converged, each value with a bootstrap range and a warning\n"
                   "when it sits at a bound, the error on a held-out half of the iterations, and the\n"
                   "signed residuals by kind and size of batch; `sim validate --hardware FILE` then\n"
                   "shows the error it leaves. With --measured, fits to measured GPU timings instead\n"
                   "(a Vidur profile folder or a CSV, as `sim validate --measured` reads them), pricing\n"
-                  "only the parts each covers; `sim validate --measured PATH --hardware FILE` then\n"
+                  "only the parts each covers; several --measured (models of one GPU) make one fit,\n"
+                  "with each source's error. `sim validate --measured PATH --hardware FILE` then\n"
                   "shows the error it leaves.\n"};
   po::options_description o = read_options(c);
   const CalibrationOptions defaults;
@@ -284,16 +336,21 @@ int calibrate_command(const std::vector<std::string>& args, std::ostream& out, s
                   "the hardware file to write (required)")(
       "fit", po::value<std::string>()->value_name("KEY,..."),
       "the keys to fit (default: all of gemm_efficiency, memory_efficiency, attention_efficiency, "
-      "prefill_attention_efficiency, gemm_half_rows, overhead_us); the others keep the run's values")(
+      "prefill_attention_efficiency, prefill_self_attention_efficiency, gemm_half_rows, gemm_tile_rows, "
+      "overhead_us, attention_sequence_us); the others keep the run's values")(
       "bootstrap", po::value<int>()->default_value(defaults.bootstrap)->value_name("N"),
       "resamples for the 95 % ranges (0: none)")(
       "seed", po::value<int64_t>()->default_value(static_cast<int64_t>(defaults.seed))->value_name("N"),
       "seed of the resamples and of the held-out half")(
-      "measured", po::value<std::string>()->value_name("PATH"),
-      "fit to measured timings: a Vidur profile folder or a CSV of ours")(
-      "hardware", po::value<std::string>()->value_name("NAME|FILE"), "with --measured: the GPU to fit (its file is the start)")(
-      "model", po::value<std::string>()->value_name("NAME|FILE"), "with --measured: the model measured")(
-      "tp", po::value<int64_t>()->default_value(1)->value_name("N"), "with --measured: tensor-parallel degree");
+      "measured", po::value<std::vector<std::string>>()->value_name("PATH"),
+      "fit to measured timings: a Vidur profile folder or a CSV of ours; repeat it to fit several "
+      "models of one GPU at once")(
+      "hardware", po::value<std::string>()->value_name("NAME|FILE"),
+      "with --measured: the GPU to fit (its file is the start; a Vidur folder implies it)")(
+      "model", po::value<std::vector<std::string>>()->value_name("NAME|FILE"),
+      "with --measured: the model measured (a Vidur folder implies it); once for all, or once per --measured")(
+      "tp", po::value<std::vector<int64_t>>()->value_name("N"),
+      "with --measured: tensor-parallel degree (default 1); once for all, or once per --measured");
   po::variables_map vm;
   if (auto done = parse(c, args, o, vm, out, err)) return *done;
   if (vm.count("out") == 0) return finish(c, Error{"--out FILE is required"}, err);
@@ -319,13 +376,13 @@ int calibrate_command(const std::vector<std::string>& args, std::ostream& out, s
     }
   }
   if (vm.count("measured") != 0) {
-    Result<MeasuredRequest> r = measured_request(vm);
-    if (!r.ok()) return finish(c, r.error(), err);
-    return finish(c, calibrate_measured(r.value().path, r.value().hardware_path, r.value().model_path, r.value().tp,
-                                        vm["out"].as<std::string>(), out, options),
+    std::string hardware_path;
+    Result<std::vector<MeasuredProfile>> sources = measured_profiles(vm, hardware_path);
+    if (!sources.ok()) return finish(c, sources.error(), err);
+    return finish(c, calibrate_measured(sources.value(), hardware_path, vm["out"].as<std::string>(), out, options),
                   err);
   }
-  if (vm.count("hardware") != 0 || vm.count("model") != 0 || !vm["tp"].defaulted()) {
+  if (vm.count("hardware") != 0 || vm.count("model") != 0 || vm.count("tp") != 0) {
     return finish(c, Error{"--hardware, --model and --tp apply with --measured only"}, err);
   }
   return finish(c, calibrate_run(vm["db"].as<std::string>(), run_id(vm), vm["out"].as<std::string>(), out,

@@ -309,7 +309,66 @@ TEST(CalibrateMeasured, RecoversEfficienciesFromLayerTimings) {
   EXPECT_EQ(fit.hardware.overhead, start.overhead);  // not covered: not fitted
 }
 
+// One fit over the timings of two models (a 7B at tp 1, a 70B at tp 2) pins the keys with both, and
+// says how each fares on the held-out half.
+TEST(CalibrateMeasured, OneFitSpansSeveralModels) {
+  HardwareSpec truth = load_hardware(kHardware + "a100-80gb.toml").value();
+  truth.gemm_efficiency = 0.55;
+  truth.memory_efficiency = 0.6;
+  std::vector<FitModel> models;
+  for (const auto& [name, tp] : {std::pair<const char*, int32_t>{"llama-2-7b", 1}, {"llama-3-70b", 2}}) {
+    RooflineOptions o;
+    o.tp = tp;
+    models.push_back({model(name), o});
+  }
+  std::vector<Measurement> data;
+  for (int32_t k = 0; k < 2; ++k) {
+    const RooflineModel made(truth, models[static_cast<size_t>(k)].model, models[static_cast<size_t>(k)].options);
+    for (int64_t tokens : {1, 8, 64, 256, 1024, 4096}) {
+      Measurement d;
+      d.items = {{tokens, 0, true}};
+      d.covers = Coverage::kLinearLayers;
+      d.model = k;
+      d.measured = comparable_price(made, d.items, d.covers);
+      data.push_back(d);
+    }
+  }
+  CalibrationOptions options;
+  options.keys = {FitKey::kGemmEfficiency, FitKey::kMemoryEfficiency};
+  options.bootstrap = 0;
+  options.price = [](const RooflineModel& r, const Measurement& x) { return comparable_price(r, x.items, x.covers); };
+  const CalibrationFit fit = fit_hardware(load_hardware(kHardware + "a100-80gb.toml").value(), models, data, options);
+  EXPECT_NEAR(fit.hardware.gemm_efficiency, 0.55, 1e-4);
+  EXPECT_NEAR(fit.hardware.memory_efficiency, 0.6, 1e-4);
+  EXPECT_LT(fit.mape_after, 1e-4);
+  ASSERT_EQ(fit.held_out_by_model.size(), 2u);
+  EXPECT_EQ(fit.held_out_by_model[0].count + fit.held_out_by_model[1].count, fit.held_out_count);
+  for (const auto& m : fit.held_out_by_model) EXPECT_LT(m.after, 1e-4);
+  ASSERT_EQ(fit.held_out_by_kind.size(), 1u);
+  EXPECT_EQ(fit.held_out_by_kind[0].kind, "linear-only");
+}
+
 using ValidateMeasuredCli = Cli;
+
+// Several --measured make one fit, with each source's error; --model and --tp go once for all or
+// once per --measured.
+TEST_F(ValidateMeasuredCli, CalibrateFitsSeveralProfilesAtOnce) {
+  const Outcome o = sim({"calibrate", "--measured", kExcerpt, "--measured", kExcerpt, "--tp", "1", "--out", "fit.toml",
+                         "--bootstrap", "0"});
+  ASSERT_EQ(o.status, 0) << o.output;
+  for (const char* line : {"12 measured batches", "MAPE by source:", "Held-out by kind:", "Wrote fit.toml"}) {
+    EXPECT_NE(o.output.find(line), std::string::npos) << line << "\n" << o.output;
+  }
+  const Outcome counts = sim({"calibrate", "--measured", kExcerpt, "--measured", kExcerpt, "--tp", "1", "--tp", "1",
+                              "--tp", "1", "--out", "x.toml"});
+  EXPECT_EQ(counts.status, 2);
+  EXPECT_NE(counts.output.find("--tp is given 3 times for 2 --measured"), std::string::npos) << counts.output;
+  write("ours.csv", "iteration,new_tokens,context_tokens,measured_ms\n0,16,0,12.5\n");
+  const Outcome no_gpu = sim({"calibrate", "--measured", kExcerpt, "--measured", (dir_ / "ours.csv").string(),
+                              "--model", "llama-2-7b", "--out", "x.toml"});
+  EXPECT_EQ(no_gpu.status, 2);
+  EXPECT_NE(no_gpu.output.find("--hardware is required"), std::string::npos) << no_gpu.output;
+}
 
 // `sim calibrate --measured` fits to a profile, writes a hardware file that `sim validate
 // --measured` reads, and names what it could not fit; a run's options are refused with it.
