@@ -31,7 +31,117 @@ Status read_number(const TableFields& f, std::string_view key, bool required, do
   return Ok{};
 }
 
+struct NumberKey {
+  std::string_view key;
+  bool required;
+  double min;
+  bool min_inclusive;
+  double max;
+  double scale;
+  double HardwareSpec::*field;
+};
+// Bounds far outside any real device (data/hardware/README.md), so that every time and size the
+// roofline derives stays finite and inside the simulation horizon.
+constexpr NumberKey kNumbers[] = {
+    {"memory_gib", true, 1e-3, true, 1e6, kBytesPerGiB, &HardwareSpec::memory_bytes},
+    {"memory_bandwidth_gbs", true, 1e-3, true, 1e6, kGiga, &HardwareSpec::memory_bandwidth},
+    {"fp16_tflops", true, 1e-6, true, 1e6, kTera, &HardwareSpec::fp16_flops},
+    {"fp8_tflops", false, 0, true, 1e6, kTera, &HardwareSpec::fp8_flops},
+    {"fp32_tflops", true, 1e-6, true, 1e6, kTera, &HardwareSpec::fp32_flops},
+    {"interconnect_gbs", true, 1e-3, true, 1e6, kGiga, &HardwareSpec::interconnect_bandwidth},
+    {"interconnect_latency_us", false, 0, true, 1e6, kMicro, &HardwareSpec::interconnect_latency},
+    {"gemm_efficiency", false, 1e-3, true, 1.0, 1.0, &HardwareSpec::gemm_efficiency},
+    {"memory_efficiency", false, 1e-3, true, 1.0, 1.0, &HardwareSpec::memory_efficiency},
+    {"attention_efficiency", false, 1e-3, true, 1.0, 1.0, &HardwareSpec::attention_efficiency},
+    {"prefill_attention_efficiency", false, 0, true, 1.0, 1.0, &HardwareSpec::prefill_attention_efficiency},
+    {"prefill_self_attention_efficiency", false, 0, true, 1.0, 1.0,
+     &HardwareSpec::prefill_self_attention_efficiency},
+    {"overhead_us", false, 0, true, 1e6, kMicro, &HardwareSpec::overhead},
+    {"attention_sequence_us", false, 0, true, 1e3, kMicro, &HardwareSpec::attention_sequence_overhead},
+    {"gemm_half_rows", false, 0, true, 1e9, 1.0, &HardwareSpec::gemm_half_rows},
+    {"gemm_tile_rows", false, 0, true, 65536, 1.0, &HardwareSpec::gemm_tile_rows},
+    {"price_per_hour_usd", false, 0, true, 1e6, 1.0, &HardwareSpec::price_per_hour_usd},
+};
+
+const NumberKey* number_key(std::string_view key) {
+  for (const NumberKey& n : kNumbers) {
+    if (n.key == key) return &n;
+  }
+  return nullptr;
+}
+
+// The [calibration] table: keys = [names], samples = [[values], ...], one value per key per row.
+Status read_calibration(const toml::table& root, const std::string& path, HardwareSpec& hw) {
+  const toml::node* node = root.get("calibration");
+  if (node == nullptr) return Ok{};
+  const TableFields top(root, path, "");
+  const toml::table* table = node->as_table();
+  if (table == nullptr) return top.expected("calibration", "a table with keys and samples (written by sim calibrate)");
+  const TableFields f(*table, path, "calibration");
+  if (Status s = f.check_known({"keys", "samples"}); !s) return s.error();
+  if (Status s = f.require("keys"); !s) return s.error();
+  if (Status s = f.require("samples"); !s) return s.error();
+  const toml::array* keys = table->get_as<toml::array>("keys");
+  if (keys == nullptr || keys->empty()) return f.expected("keys", "a non-empty array of hardware key names");
+  for (const toml::node& k : *keys) {
+    const auto* name = k.as_string();
+    const NumberKey* known = name != nullptr ? number_key(name->get()) : nullptr;
+    if (known == nullptr || known->required) {
+      return f.error_at_key("keys", "expected names of optional number keys of this file (gemm_efficiency, "
+                                    "overhead_us, ...), got " + (name != nullptr ? "'" + name->get() + "'" : std::string("a non-string")));
+    }
+    hw.calibration_keys.push_back(name->get());
+  }
+  const toml::array* samples = table->get_as<toml::array>("samples");
+  if (samples == nullptr || samples->empty()) return f.expected("samples", "a non-empty array of rows of numbers");
+  for (size_t r = 0; r < samples->size(); ++r) {
+    const toml::array* row = (*samples)[r].as_array();
+    const std::string where = "samples[" + std::to_string(r) + "]";
+    if (row == nullptr || row->size() != hw.calibration_keys.size()) {
+      return f.error_at_key("samples", where + ": expected a row of " + std::to_string(hw.calibration_keys.size()) +
+                                           " numbers, one per key");
+    }
+    std::vector<double> values;
+    for (size_t k = 0; k < row->size(); ++k) {
+      const std::optional<double> v = (*row)[k].value<double>();
+      const NumberKey* key = number_key(hw.calibration_keys[k]);
+      if (!v || !(*v >= key->min) || *v > key->max || (!key->min_inclusive && *v == key->min)) {
+        return f.error_at_key("samples", where + "[" + std::to_string(k) + "]: expected a value of " +
+                                             std::string(key->key) + " in its bounds");
+      }
+      values.push_back(*v);
+    }
+    hw.calibration_samples.push_back(std::move(values));
+  }
+  return Ok{};
+}
+
 }  // namespace
+
+Status set_hardware_number(HardwareSpec& hw, std::string_view key, double value) {
+  const NumberKey* n = number_key(key);
+  if (n == nullptr) return Error{"unknown hardware key '" + std::string(key) + "'"};
+  if (!(value >= n->min) || value > n->max || (!n->min_inclusive && value == n->min)) {
+    return Error{std::string(key) + " = " + std::to_string(value) + " is outside its bounds"};
+  }
+  hw.*(n->field) = value * n->scale;
+  return Ok{};
+}
+
+Result<HardwareSpec> with_calibration_sample(const HardwareSpec& hw, int64_t sample) {
+  if (sample < 0 || static_cast<size_t>(sample) >= hw.calibration_samples.size()) {
+    return Error{hw.path + ": no calibration sample " + std::to_string(sample) + " (the file has " +
+                 std::to_string(hw.calibration_samples.size()) + "; sim calibrate writes them into a [calibration] table)"};
+  }
+  HardwareSpec out = hw;
+  for (size_t k = 0; k < hw.calibration_keys.size(); ++k) {
+    if (Status s = set_hardware_number(out, hw.calibration_keys[k], hw.calibration_samples[static_cast<size_t>(sample)][k]);
+        !s.ok()) {
+      return Error{hw.path + ": calibration sample " + std::to_string(sample) + ": " + s.error().message};
+    }
+  }
+  return out;
+}
 
 Result<HardwareSpec> load_hardware(const std::string& path) {
   Result<std::string> text = read_text_file(path);
@@ -45,7 +155,7 @@ Result<HardwareSpec> load_hardware(const std::string& path) {
                                 "fp8_tflops", "fp32_tflops", "bf16", "interconnect_gbs",
                                 "interconnect_latency_us", "gemm_efficiency", "memory_efficiency",
                                 "attention_efficiency", "prefill_attention_efficiency",
-                                "prefill_self_attention_efficiency",
+                                "prefill_self_attention_efficiency", "calibration",
                                 "overhead_us", "attention_sequence_us", "gemm_half_rows", "gemm_tile_rows",
                                 "price_per_hour_usd"});
       !s) {
@@ -59,42 +169,13 @@ Result<HardwareSpec> load_hardware(const std::string& path) {
   if (!name) return f.expected("name", "a non-empty string");
   hw.name = *name.value();
 
-  struct NumberKey {
-    std::string_view key;
-    bool required;
-    double min;
-    bool min_inclusive;
-    double max;
-    double scale;
-    double* out;
-  };
-  // Bounds far outside any real device (data/hardware/README.md), so that every time and size the
-  // roofline derives stays finite and inside the simulation horizon.
-  const NumberKey numbers[] = {
-      {"memory_gib", true, 1e-3, true, 1e6, kBytesPerGiB, &hw.memory_bytes},
-      {"memory_bandwidth_gbs", true, 1e-3, true, 1e6, kGiga, &hw.memory_bandwidth},
-      {"fp16_tflops", true, 1e-6, true, 1e6, kTera, &hw.fp16_flops},
-      {"fp8_tflops", false, 0, true, 1e6, kTera, &hw.fp8_flops},
-      {"fp32_tflops", true, 1e-6, true, 1e6, kTera, &hw.fp32_flops},
-      {"interconnect_gbs", true, 1e-3, true, 1e6, kGiga, &hw.interconnect_bandwidth},
-      {"interconnect_latency_us", false, 0, true, 1e6, kMicro, &hw.interconnect_latency},
-      {"gemm_efficiency", false, 1e-3, true, 1.0, 1.0, &hw.gemm_efficiency},
-      {"memory_efficiency", false, 1e-3, true, 1.0, 1.0, &hw.memory_efficiency},
-      {"attention_efficiency", false, 1e-3, true, 1.0, 1.0, &hw.attention_efficiency},
-      {"prefill_attention_efficiency", false, 0, true, 1.0, 1.0, &hw.prefill_attention_efficiency},
-      {"prefill_self_attention_efficiency", false, 0, true, 1.0, 1.0, &hw.prefill_self_attention_efficiency},
-      {"overhead_us", false, 0, true, 1e6, kMicro, &hw.overhead},
-      {"attention_sequence_us", false, 0, true, 1e3, kMicro, &hw.attention_sequence_overhead},
-      {"gemm_half_rows", false, 0, true, 1e9, 1.0, &hw.gemm_half_rows},
-      {"gemm_tile_rows", false, 0, true, 65536, 1.0, &hw.gemm_tile_rows},
-      {"price_per_hour_usd", false, 0, true, 1e6, 1.0, &hw.price_per_hour_usd},
-  };
-  for (const NumberKey& n : numbers) {
-    if (Status s = read_number(f, n.key, n.required, n.min, n.min_inclusive, n.max, n.scale, n.out);
+  for (const NumberKey& n : kNumbers) {
+    if (Status s = read_number(f, n.key, n.required, n.min, n.min_inclusive, n.max, n.scale, &(hw.*(n.field)));
         !s) {
       return s.error();
     }
   }
+  if (Status s = read_calibration(root, path, hw); !s) return s.error();
 
   // 0 means "as attention_efficiency"; between 0 and the other efficiencies' floor it means nothing.
   if (hw.prefill_attention_efficiency > 0 && hw.prefill_attention_efficiency < 1e-3) {

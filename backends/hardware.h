@@ -4,6 +4,8 @@
 #pragma once
 
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "sim/result.h"
 
@@ -48,11 +50,25 @@ struct HardwareSpec {
   double gemm_tile_rows = 0;
   double price_per_hour_usd = 0;  // on-demand price of one GPU per hour (USD); 0 = unknown
 
+  // The uncertainty of a calibrated file's fitted keys (its [calibration] table, written by `sim
+  // calibrate`): the keys (file names, e.g. "gemm_efficiency", "attention_sequence_us") and one row
+  // of their values (file units) per bootstrap resample of the measurements. Empty otherwise.
+  std::vector<std::string> calibration_keys;
+  std::vector<std::vector<double>> calibration_samples;
+
   // FLOP per byte where compute time and memory time meet (dense FP16 over bandwidth).
   double ridge_point() const { return memory_bandwidth > 0 ? fp16_flops / memory_bandwidth : 0; }
 };
 
 // Reads a hardware TOML file. Errors name the file, line and key.
 Result<HardwareSpec> load_hardware(const std::string& path);
+
+// hw with its calibration keys at the values of resample `sample` (< calibration_samples.size()),
+// as if the file said so; its calibration table kept. Errors: no such sample.
+Result<HardwareSpec> with_calibration_sample(const HardwareSpec& hw, int64_t sample);
+
+// Sets the hardware file key `key` (a number key, in the file's unit, as load_hardware reads it) in hw.
+// Errors: an unknown key, or a value outside the key's bounds.
+Status set_hardware_number(HardwareSpec& hw, std::string_view key, double value);
 
 }  // namespace servesim
