@@ -20,7 +20,8 @@ Result<BootstrapResult> read_bootstrap(Database& db, int64_t run_id, bool steps,
 
 std::vector<std::string> estimate_cells(const BootstrapEstimate& e) {
   const bool interval = !std::isnan(e.low);
-  const int d = interval_decimals(e.point, interval ? (e.high - e.low) / 2 : NAN);
+  const bool whole = std::trunc(e.point) == e.point && (!interval || (std::trunc(e.low) == e.low && std::trunc(e.high) == e.high));
+  const int d = whole ? 0 : interval_decimals(e.point, interval ? (e.high - e.low) / 2 : NAN);  // counts as counts
   return {std::string(e.metric.name) + (e.metric.unit.empty() ? "" : " (" + std::string(e.metric.unit) + ")"),
           fixed_decimals(e.point, d),
           interval ? "[" + fixed_decimals(e.low, d) + ", " + fixed_decimals(e.high, d) + "]" : "-"};
