@@ -94,6 +94,15 @@ Status write_html_report(const HtmlReportOptions& options, std::ostream& log) {
     Result<std::vector<html::ReportRun>> runs = html::read_report_runs(db, options.run_ids);
     if (!runs.ok()) return runs.error();
     page = html::runs_page(db, runs.value());
+    for (const html::ReportRun& r : runs.value()) {
+      if (!options.bootstrap || !page.ok()) break;
+      Result<BootstrapResult> b = read_bootstrap(db, r.id, r.unit(), *options.bootstrap);
+      if (b.ok()) {
+        page.value().tables.push_back(html::bootstrap_table(r, b.value()));
+      } else {
+        page.value().banners.push_back({false, "No bootstrap for " + r.label() + ": " + b.error().message});
+      }
+    }
   }
   if (!page.ok()) return page.error();
   const std::string text = html::render_page(page.value());

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/bootstrap.h"
 #include "sim/result.h"
 
 namespace servesim {
@@ -31,6 +32,8 @@ struct HtmlReportOptions {
   std::vector<int64_t> run_ids{};     // empty: the latest run (unless sweep_id is given)
   std::optional<int64_t> sweep_id{};  // a sweep's page instead of runs; 0: the latest sweep
   std::string out_path{};             // the HTML file to write
+  // With it, a runs page adds a table per run: the bootstrap over its requests (analysis/bootstrap.h).
+  std::optional<BootstrapOptions> bootstrap{};
 };
 
 // Writes the report to options.out_path and a line saying so to `log`. The file is written whole or

@@ -2,15 +2,14 @@
 //
 // Each comes from the distributions table when the database has it (a few hundred stored quantiles
 // per run and metric, the only source of ITL), else from the finished requests' rows, with the
-// definitions of `vllm bench serve` (the same as the metrics'):
-//   ttft = first_token - arrival;  tpot = (finished - first_token) / (output_tokens - 1) when
-//   output_tokens > 1;  e2el = finished - arrival;  queue = scheduled - arrival.
+// definitions of `vllm bench serve` (the same as the metrics'; analysis/request_rows.h).
 #include <algorithm>
 #include <array>
 #include <map>
 
 #include "analysis/html_report_data.h"
 #include "analysis/html_report_sections.h"
+#include "analysis/request_rows.h"
 
 namespace servesim::html {
 namespace {
@@ -63,22 +62,10 @@ Status read_distributions(Database& db, int64_t run, RunCdfs& out) {
 }
 
 Status read_requests(Database& db, int64_t run, RunCdfs& out) {
-  Query q(db,
-          "SELECT arrival, scheduled, first_token, finished, output_tokens FROM requests "
-          "WHERE run_id = ? AND status = 'finished'");
-  if (!q.ok()) return q.error();
-  q.bind(1, run);
-  std::vector<double> ttft, tpot, e2el, queue;
-  while (q.step()) {
-    if (q.null(0) || q.null(3)) continue;
-    const double arrival = q.real(0), finished = q.real(3);
-    e2el.push_back(finished - arrival);
-    if (!q.null(1)) queue.push_back(q.real(1) - arrival);
-    if (q.null(2)) continue;
-    const double first = q.real(2);
-    ttft.push_back(first - arrival);
-    if (q.integer(4) > 1) tpot.push_back((finished - first) / static_cast<double>(q.integer(4) - 1));
-  }
+  Result<std::vector<RequestRow>> rows = read_request_rows(db, run);
+  if (!rows.ok()) return rows.error();
+  std::vector<double> ttft = latency_values(rows.value(), "ttft"), tpot = latency_values(rows.value(), "tpot"),
+                      e2el = latency_values(rows.value(), "e2el"), queue = latency_values(rows.value(), "queue");
   const std::pair<const char*, std::vector<double>*> all[] = {
       {"ttft", &ttft}, {"tpot", &tpot}, {"e2el", &e2el}, {"queue", &queue}};
   for (const auto& [metric, values] : all) {

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "analysis/bootstrap.h"
 #include "analysis/database.h"
 #include "analysis/html_report_page.h"
 #include "analysis/metrics.h"
@@ -48,6 +49,9 @@ Result<Page> runs_page(Database& db, const std::vector<ReportRun>& runs);
 // deployment, KV cache), every stored metric, and the latencies (for one run, as a table of kinds
 // by statistic) (html_report_summary.cc).
 std::vector<Table> summary_tables(const std::vector<ReportRun>& runs);
+// A run's bootstrap over its requests: each statistic with its 95 % interval
+// (html_report_summary.cc).
+Table bootstrap_table(const ReportRun& run, const BootstrapResult& bootstrap);
 // Banners for runs that failed, were interrupted or served nothing (with runs.error), and for
 // comparisons of runs of different workloads or time units (html_report_summary.cc).
 std::vector<Banner> run_banners(const std::vector<ReportRun>& runs);

@@ -249,6 +249,16 @@ std::vector<Table> summary_tables(const std::vector<ReportRun>& runs) {
   return out;
 }
 
+Table bootstrap_table(const ReportRun& run, const BootstrapResult& bootstrap) {
+  Table t{.title = "Bootstrap over requests, " + run.label(), .header = {"", "estimate", "95 % interval"}, .rows = {}};
+  for (const BootstrapEstimate& e : bootstrap.estimates) t.rows.push_back(estimate_cells(e));
+  t.footnote = "2.5-97.5 % of " + std::to_string(bootstrap.resamples) + " resamples (seed " +
+               std::to_string(bootstrap.seed) + ") of the run's " + std::to_string(bootstrap.requests) +
+               " requests: the sampling noise of the request set, not the arrival process's randomness "
+               "or the cost model's error.";
+  return t;
+}
+
 std::vector<Banner> run_banners(const std::vector<ReportRun>& runs) {
   std::vector<Banner> out;
   for (const ReportRun& r : runs) {

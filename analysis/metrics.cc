@@ -12,27 +12,6 @@
 namespace servesim {
 namespace {
 
-// numpy's _lerp: a + (b - a) * t, computed from b's side when t >= 0.5 (so t = 1 gives b exactly).
-double lerp(double a, double b, double t) {
-  const double diff = b - a;
-  return t >= 0.5 ? b - diff * (1 - t) : a + diff * t;
-}
-
-// numpy's virtual index for method="linear": (n - 1) * p / 100, split into floor and fraction.
-struct VirtualIndex {
-  int64_t lo, hi;
-  double gamma;
-};
-
-VirtualIndex virtual_index(int64_t n, double p) {
-  const double index = static_cast<double>(n - 1) * (p / 100.0);
-  const double lo = std::floor(index);
-  if (lo >= static_cast<double>(n - 1)) return {n - 1, n - 1, index - lo};
-  if (lo < 0) return {0, 0, 0};
-  const auto lo_i = static_cast<int64_t>(lo);
-  return {lo_i, lo_i + 1, index - lo};
-}
-
 // clang-format off
 constexpr auto kLatencies = std::to_array<std::string_view>({"ttft", "tpot", "itl", "e2el", "queue"});
 
@@ -100,9 +79,9 @@ class RunCursor {
 // numpy's percentile (linear) of a sorted sample of n values, the value at rank r being at(r).
 template <typename At>
 double percentile_of(int64_t n, double p, At& at) {
-  const VirtualIndex v = virtual_index(n, p);
+  const PercentileRanks v = percentile_ranks(n, p);
   const double a = at(v.lo);
-  return lerp(a, v.hi == v.lo ? a : at(v.hi), v.gamma);
+  return percentile_interpolate(a, v.hi == v.lo ? a : at(v.hi), v.gamma);
 }
 
 // Appends name_mean, name_std (numpy's, ddof 0) and each name_pX of a sorted sample of n values
@@ -138,10 +117,25 @@ void add_distribution(std::vector<Metric>& out, std::vector<QuantilePoint>* quan
 
 }  // namespace
 
+double percentile_interpolate(double a, double b, double gamma) {
+  const double diff = b - a;
+  return gamma >= 0.5 ? b - diff * (1 - gamma) : a + diff * gamma;
+}
+
+PercentileRanks percentile_ranks(int64_t n, double p) {
+  // numpy's virtual index for method="linear": (n - 1) * p / 100, split into floor and fraction.
+  const double index = static_cast<double>(n - 1) * (p / 100.0);
+  const double lo = std::floor(index);
+  if (lo >= static_cast<double>(n - 1)) return {n - 1, n - 1, index - lo};
+  if (lo < 0) return {0, 0, 0};
+  const auto lo_i = static_cast<int64_t>(lo);
+  return {lo_i, lo_i + 1, index - lo};
+}
+
 double percentile(std::span<const double> sorted, double p) {
   assert(!sorted.empty() && p >= 0 && p <= 100);
-  const VirtualIndex v = virtual_index(static_cast<int64_t>(sorted.size()), p);
-  return lerp(sorted[v.lo], sorted[v.hi], v.gamma);
+  const PercentileRanks v = percentile_ranks(static_cast<int64_t>(sorted.size()), p);
+  return percentile_interpolate(sorted[v.lo], sorted[v.hi], v.gamma);
 }
 
 namespace {

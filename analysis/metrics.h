@@ -98,6 +98,19 @@ BacklogTrend backlog_trend(std::span<const std::pair<double, double>> intervals)
 // REQUIRES: !sorted.empty(), 0 <= p <= 100, sorted is in ascending order.
 double percentile(std::span<const double> sorted, double p);
 
+// Where numpy's linear percentile p of a sorted sample of n values falls: between the values at
+// ranks lo and hi (hi = lo or lo + 1), weight gamma on hi's. percentile() is
+// percentile_interpolate(sorted[lo], sorted[hi], gamma); a sample held otherwise (counts of
+// repeated values, as a bootstrap resample) needs only the values at those two ranks.
+// REQUIRES: n >= 1, 0 <= p <= 100.
+struct PercentileRanks {
+  int64_t lo, hi;
+  double gamma;
+};
+PercentileRanks percentile_ranks(int64_t n, double p);
+// numpy's _lerp: a + (b - a) * gamma, computed from b's side when gamma >= 0.5.
+double percentile_interpolate(double a, double b, double gamma);
+
 // A value repeated count times: one run of a run-length encoded sample.
 struct WeightedValue {
   double value;

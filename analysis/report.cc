@@ -292,12 +292,23 @@ std::string policy_release(std::string_view config_toml) {
 }
 
 Status print_report(const std::string& db_path, std::optional<int64_t> run_id, ReportFormat format,
-                    std::ostream& out, const std::vector<double>& percentiles_given) {
+                    std::ostream& out, const std::vector<double>& percentiles_given,
+                    const std::optional<BootstrapOptions>& bootstrap_options) {
+  if (bootstrap_options && format != ReportFormat::kText && format != ReportFormat::kJson) {
+    return Error{"--bootstrap prints with --format text or json"};
+  }
   Result<std::unique_ptr<Database>> db = Database::open_read_only(db_path);
   if (!db.ok()) return db.error();
   Result<StoredRun> run = read_stored_run(*db.value(), run_id);
   if (!run.ok()) return run.error();
   StoredRun r = run.value();
+  std::optional<BootstrapResult> bootstrap;
+  if (bootstrap_options) {
+    Result<BootstrapResult> b =
+        read_bootstrap(*db.value(), r.row.value("id", int64_t{0}), text_of(r.row, "backend") == "unit", *bootstrap_options);
+    if (!b.ok()) return b.error();
+    bootstrap = std::move(b).value();
+  }
   // The percentiles asked for, else the run's own --metric-percentiles; any the run did not store
   // are found in its distributions or requests rows.
   std::vector<double> percentiles = percentiles_given;
@@ -356,6 +367,7 @@ Status print_report(const std::string& db_path, std::optional<int64_t> run_id, R
         out << "Abandoned: " << abandoned << " before the run ended (killed, or the machine "
             << "stopped); what it logged is kept\n";
       }
+      if (bootstrap) print_bootstrap_summary(out, *bootstrap);
       break;
     }
     case ReportFormat::kJson: {
@@ -370,6 +382,7 @@ Status print_report(const std::string& db_path, std::optional<int64_t> run_id, R
       if (!abandoned.empty()) doc["run"]["abandoned"] = abandoned;
       doc["metrics"] = nlohmann::ordered_json::object();
       for (const Metric& m : r.metrics) doc["metrics"][m.name] = m.value;
+      if (bootstrap) doc["bootstrap"] = bootstrap_json(*bootstrap);
       out << doc.dump(2) << '\n';
       break;
     }

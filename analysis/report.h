@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "analysis/bootstrap.h"
 #include "analysis/metrics.h"
 #include "sim/result.h"
 
@@ -67,10 +68,14 @@ Result<StoredRun> read_stored_run(Database& db, std::optional<int64_t> run_id);
 // metric_names() order, then any other stored names alphabetically. percentiles (vLLM's
 // --metric-percentiles; empty: the run's own, else 90 and 99 in text and 99 in vllm-json) are
 // printed in text and vllm-json; one the run did not store is read from its distributions or
-// computed from its requests rows, and added to json and csv too. Errors: no file at db_path, not
-// a servesim database, no runs, no run with that id (naming the ids that exist).
+// computed from its requests rows, and added to json and csv too. With `bootstrap`, also the
+// bootstrap over the run's requests (analysis/bootstrap.h): after the summary in text, as
+// "bootstrap" in json. Errors: no file at db_path, not a servesim database, no runs, no run with
+// that id (naming the ids that exist); with bootstrap, csv or vllm-json, or a run without requests
+// rows.
 Status print_report(const std::string& db_path, std::optional<int64_t> run_id, ReportFormat format,
-                    std::ostream& out, const std::vector<double>& percentiles = {});
+                    std::ostream& out, const std::vector<double>& percentiles = {},
+                    const std::optional<BootstrapOptions>& bootstrap = std::nullopt);
 
 // Parses "text" | "json" | "csv" | "vllm-json"; anything else is an Error naming them.
 Result<ReportFormat> parse_report_format(std::string_view s);

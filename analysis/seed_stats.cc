@@ -98,35 +98,29 @@ Result<std::vector<SeedAggregate>> read_seed_aggregate(Database& db, int64_t swe
   return aggregate_seed_runs(all);
 }
 
-namespace {
-
-// Three significant digits of the half-width decide the decimals; a zero-width interval shows the
-// mean as it is.
-int decimals_for(const SampleStats& s) {
-  const double w = std::isnan(s.half_width) || s.half_width == 0 ? std::abs(s.mean) : s.half_width;
+int interval_decimals(double value, double half_width) {
+  const double w = std::isnan(half_width) || half_width == 0 ? std::abs(value) : half_width;
   if (w == 0 || !std::isfinite(w)) return 0;
   return std::clamp(2 - static_cast<int>(std::floor(std::log10(w))), 0, 6);
 }
 
-std::string fixed(double v, int decimals) {
+std::string fixed_decimals(double v, int decimals) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
   return buf;
 }
 
-}  // namespace
-
 void print_seed_summary(std::ostream& out, const std::vector<SeedAggregate>& aggregate) {
   std::vector<std::vector<std::string>> rows;
   for (const SeedAggregate& a : aggregate) {
     const SampleStats& s = a.stats;
-    const int d = decimals_for(s);
+    const int d = interval_decimals(s.mean, s.half_width);
     const std::string label =
         std::string(a.metric.name) + (a.metric.unit.empty() ? "" : " (" + std::string(a.metric.unit) + ")");
     const bool spread = !std::isnan(s.half_width);
-    rows.push_back({label, fixed(s.mean, d), spread ? "± " + fixed(s.half_width, d) : "",
-                    spread ? "[" + fixed(s.low(), d) + ", " + fixed(s.high(), d) + "]" : "",
-                    spread ? "std " + fixed(s.std, d) : "",
+    rows.push_back({label, fixed_decimals(s.mean, d), spread ? "± " + fixed_decimals(s.half_width, d) : "",
+                    spread ? "[" + fixed_decimals(s.low(), d) + ", " + fixed_decimals(s.high(), d) + "]" : "",
+                    spread ? "std " + fixed_decimals(s.std, d) : "",
                     "(" + std::to_string(s.n) + (s.n == 1 ? " seed)" : " seeds)")});
   }
   std::vector<size_t> width(6, 0);

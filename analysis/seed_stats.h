@@ -61,6 +61,13 @@ std::vector<SeedAggregate> aggregate_seed_runs(const std::vector<std::vector<Met
 // *runs to how many runs were aggregated.
 Result<std::vector<SeedAggregate>> read_seed_aggregate(Database& db, int64_t sweep_id, int64_t* runs);
 
+// How many decimals to print a value with whose interval is half_width wide: three significant
+// digits of the half-width (of the value when the width is 0 or NaN), 0 to 6. The bootstrap's
+// summary (analysis/bootstrap.h) prints its intervals the same way.
+int interval_decimals(double value, double half_width);
+// v with that many decimals ("%.*f").
+std::string fixed_decimals(double v, int decimals);
+
 // One line per metric: "ttft_p99 (ms)   812.3 ± 41.2   [771.1, 853.5]   std 65.1   (10 seeds)".
 void print_seed_summary(std::ostream& out, const std::vector<SeedAggregate>& aggregate);
 

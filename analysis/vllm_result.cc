@@ -8,60 +8,12 @@
 #include <toml++/toml.h>
 
 #include "analysis/database.h"
+#include "analysis/request_rows.h"
 #include "sim/presets.h"
 #include "sim/toml_fields.h"
 
 namespace servesim {
 namespace {
-
-// A finished request's times (seconds) and its output tokens; failed ones are kept for the lists.
-struct RequestTimes {
-  double arrival = 0, scheduled = -1, first_token = -1, finished = -1;
-  int64_t output_tokens = 0;
-  bool finished_ok = false;
-};
-
-double column_or(sqlite3_stmt* s, int c, double absent) {
-  return sqlite3_column_type(s, c) == SQLITE_NULL ? absent : sqlite3_column_double(s, c);
-}
-
-Result<std::vector<RequestTimes>> read_requests(Database& db, int64_t run_id) {
-  std::vector<RequestTimes> out;
-  sqlite3_stmt* s = nullptr;
-  const char* sql =
-      "SELECT arrival, scheduled, first_token, finished, output_tokens, status FROM requests "
-      "WHERE run_id = ? ORDER BY arrival, id";
-  if (sqlite3_prepare_v2(db.handle(), sql, -1, &s, nullptr) != SQLITE_OK) return Error{db.error_message()};
-  sqlite3_bind_int64(s, 1, run_id);
-  while (sqlite3_step(s) == SQLITE_ROW) {
-    RequestTimes r;
-    r.arrival = column_or(s, 0, 0);
-    r.scheduled = column_or(s, 1, -1);
-    r.first_token = column_or(s, 2, -1);
-    r.finished = column_or(s, 3, -1);
-    r.output_tokens = sqlite3_column_int64(s, 4);
-    const auto* status = reinterpret_cast<const char*>(sqlite3_column_text(s, 5));
-    r.finished_ok = status != nullptr && std::string_view(status) == "finished" && r.finished >= 0;
-    out.push_back(r);
-  }
-  sqlite3_finalize(s);
-  return out;
-}
-
-// One latency of each finished request that has it (as MetricsAccumulator::on_request defines it).
-std::vector<double> latency_values(const std::vector<RequestTimes>& requests, std::string_view latency) {
-  std::vector<double> v;
-  for (const RequestTimes& r : requests) {
-    if (!r.finished_ok) continue;
-    if (latency == "e2el") v.push_back(r.finished - r.arrival);
-    if (latency == "ttft" && r.first_token >= 0) v.push_back(r.first_token - r.arrival);
-    if (latency == "tpot" && r.first_token >= 0 && r.output_tokens > 1) {
-      v.push_back((r.finished - r.first_token) / static_cast<double>(r.output_tokens - 1));
-    }
-    if (latency == "queue" && r.scheduled >= 0) v.push_back(r.scheduled - r.arrival);
-  }
-  return v;
-}
 
 std::optional<double> metric(const StoredRun& run, const std::string& name) {
   return find_metric(run.metrics, name);
@@ -87,9 +39,9 @@ std::string vllm_date(const std::string& iso) {
 // The largest number of requests in flight in one second, as vLLM's calculate_metrics counts
 // it: each finished request is in flight in every whole second from its start to its end, counted
 // from the first start (a difference array instead of vLLM's loop over seconds).
-int64_t max_concurrent(const std::vector<RequestTimes>& requests) {
+int64_t max_concurrent(const std::vector<RequestRow>& requests) {
   double first = std::numeric_limits<double>::infinity(), last = -first;
-  for (const RequestTimes& r : requests) {
+  for (const RequestRow& r : requests) {
     if (!r.finished_ok) continue;
     first = std::min(first, r.arrival);
     last = std::max(last, r.finished);
@@ -97,7 +49,7 @@ int64_t max_concurrent(const std::vector<RequestTimes>& requests) {
   if (!(last >= first)) return 0;
   const auto seconds = static_cast<size_t>(std::ceil(last - first)) + 2;
   std::vector<int64_t> delta(seconds + 1, 0);
-  for (const RequestTimes& r : requests) {
+  for (const RequestRow& r : requests) {
     if (!r.finished_ok) continue;
     ++delta[static_cast<size_t>(r.arrival - first)];
     --delta[static_cast<size_t>(r.finished - first) + 1];
@@ -126,7 +78,7 @@ Result<std::optional<double>> stored_percentile(Database& db, const StoredRun& r
     if (found) return found;
   }
   if (latency == "itl") return std::optional<double>{};  // the gaps are not in the database
-  Result<std::vector<RequestTimes>> requests = read_requests(db, run_id_of(run));
+  Result<std::vector<RequestRow>> requests = read_request_rows(db, run_id_of(run));
   if (!requests.ok()) return requests.error();
   std::vector<double> values = latency_values(requests.value(), latency);
   if (values.empty()) return std::optional<double>{};
@@ -138,9 +90,9 @@ Result<nlohmann::ordered_json> vllm_result(Database& db, const StoredRun& run,
                                            const std::vector<double>& percentiles_given) {
   const std::vector<double> percentiles = percentiles_given.empty() ? std::vector<double>{99} : percentiles_given;
   const int64_t run_id = run_id_of(run);
-  Result<std::vector<RequestTimes>> read = read_requests(db, run_id);
+  Result<std::vector<RequestRow>> read = read_request_rows(db, run_id);
   if (!read.ok()) return read.error();
-  const std::vector<RequestTimes>& requests = read.value();
+  const std::vector<RequestRow>& requests = read.value();
   nlohmann::ordered_json notes = nlohmann::ordered_json::array();
 
   toml::table config;
@@ -195,7 +147,7 @@ Result<nlohmann::ordered_json> vllm_result(Database& db, const StoredRun& run,
   j["output_throughput"] = value("output_throughput");
   j["total_token_throughput"] = value("total_token_throughput");
   nlohmann::ordered_json latencies = nlohmann::ordered_json::array(), queue_times = nlohmann::ordered_json::array();
-  for (const RequestTimes& r : requests) {
+  for (const RequestRow& r : requests) {
     latencies.push_back(r.finished_ok ? r.finished - r.arrival : 0.0);
     queue_times.push_back(0.0);
   }

@@ -6,6 +6,8 @@
 
 #include <boost/program_options.hpp>
 
+#include "analysis/bootstrap.h"
+#include "analysis/database.h"
 #include "analysis/report.h"
 #include "cli/cli.h"
 #include "runner/run.h"
@@ -85,6 +87,7 @@ void print_run_help(std::ostream& out) {
          "  sim --policy prefix-cached --set policy.vllm_version=0.11.0 --trace shared-prefix.toml\n"
          "  sim --policy chunked-prefill --set policy.scheduling_policy=priority --trace priority.toml\n"
          "  sim --seeds 10 --trace pareto.toml   # mean and 95 % CI of each metric over 10 seeds\n"
+         "  sim --trace seed-toy.toml --bootstrap 1000   # 95 % intervals from resampling the requests\n"
          "  sim report --format json        # the latest run, read back from sim.db\n"
          "\nOther commands: sim report --help, sim list policies|backends|hardware|models\n";
 }
@@ -177,8 +180,15 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
     return kExitOk;
   }
 
+  const bool bootstrap = vm.count("bootstrap") != 0;
+  if (bootstrap && vm.count("seeds") != 0) {
+    return bad_input(err, "give --seeds (reruns of a generated workload) or --bootstrap (resamples of one run's "
+                          "requests), not both");
+  }
   if (vm.count("seeds") != 0) return seeds_command(vm, out, err);
-  if (vm.count("jobs") != 0) return bad_input(err, "--jobs goes with --seeds (sim sweep has its own)");
+  if (vm.count("jobs") != 0 && !bootstrap) {
+    return bad_input(err, "--jobs goes with --seeds or --bootstrap (sim sweep has its own)");
+  }
 
   // From here on SIGINT, SIGTERM and SIGHUP stop the run cleanly instead of killing the process.
   const StopSignals stop;
@@ -186,6 +196,16 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
   Result<RunConfig> resolved = config_from_flags(vm);
   if (!resolved.ok()) return bad_input(err, resolved.error().message);
   const RunConfig& config = resolved.value();
+  std::optional<BootstrapOptions> resampling;
+  if (bootstrap) {
+    Result<BootstrapOptions> b = bootstrap_options(vm, config.seed.value_or(0));
+    if (!b.ok()) return bad_input(err, b.error().message);
+    if (config.log == "summary") {
+      return bad_input(err, "--bootstrap resamples the run's requests rows, which --log summary does not write: "
+                            "use --log requests (the default) or --log iterations");
+    }
+    resampling = b.value();
+  }
   RunEnvironment env;
   env.stop = stop.flag();
   env.notes = &err;
@@ -210,6 +230,13 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
   if (result.status == "interrupted") {
     err << "sim: interrupted; run " << result.run_id << " keeps what was logged (status interrupted)\n";
     return kExitInterrupted;
+  }
+  if (resampling) {  // read back from the database, as sim report --bootstrap does
+    Result<std::unique_ptr<Database>> db = Database::open_read_only(config.db);
+    if (!db.ok()) return bad_input(err, db.error().message);
+    Result<BootstrapResult> b = read_bootstrap(*db.value(), result.run_id, config.backend == "unit", *resampling);
+    if (!b.ok()) return bad_input(err, b.error().message);
+    print_bootstrap_summary(out, b.value());
   }
   return kExitOk;
 }

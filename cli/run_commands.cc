@@ -78,12 +78,13 @@ int finish(const Command& c, const Status& s, std::ostream& err) {
 int report_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   const Command c{"report",
                   "Usage: sim report [--db FILE] [--run ID | --sweep [ID]] [--format text|json|csv|vllm-json]\n"
-                  "                  [--metric-percentiles 25,50,99]\n"
+                  "                  [--metric-percentiles 25,50,99] [--bootstrap N [--seed N] [-j N]]\n"
                   "       sim report [--db FILE] [--run ID ... | --sweep [ID]] --html FILE\n"
                   "Prints a logged run's summary metrics, or a sweep's or search's table; with --html,\n"
                   "writes one self-contained page of charts (opens offline) for a run, several runs\n"
                   "compared (--run 3 --run 7), or a sweep. --format vllm-json writes the run as\n"
-                  "`vllm bench serve --save-result` does.\n"};
+                  "`vllm bench serve --save-result` does. --bootstrap N resamples the run's requests for\n"
+                  "95 % intervals of its latencies and throughputs (the run needs its requests rows).\n"};
   po::options_description o = read_options(c, /*many_runs=*/true);
   o.add_options()("format", po::value<std::string>()->default_value("text")->value_name("FMT"),
                   "text | json | csv | vllm-json")(
@@ -91,9 +92,24 @@ int report_command(const std::vector<std::string>& args, std::ostream& out, std:
       "percentiles printed (text, vllm-json) as vLLM bench's: 25,50,99 (default: the run's own, else 90,99; vllm-json 99)")(
       "sweep", po::value<int64_t>()->implicit_value(0)->value_name("ID"),
       "a sweep's or search's table (default: the latest)")(
-      "html", po::value<std::string>()->value_name("FILE"), "write an HTML report with charts to FILE");
+      "html", po::value<std::string>()->value_name("FILE"), "write an HTML report with charts to FILE")(
+      "bootstrap", po::value<int64_t>()->value_name("N"),
+      "resample the run's requests N times (10 to 100000; 1000 is usual) and add each latency and throughput "
+      "metric's 95 % percentile-bootstrap interval (text, json, html)")(
+      "seed", po::value<int64_t>()->default_value(0)->value_name("N"), "with --bootstrap: the resamples' seed")(
+      "jobs,j", po::value<int>()->value_name("N"), "with --bootstrap: threads (default: the cores)");
   po::variables_map vm;
   if (auto done = parse(c, args, o, vm, out, err)) return *done;
+  std::optional<BootstrapOptions> bootstrap;
+  if (vm.count("bootstrap") != 0) {
+    if (vm["seed"].as<int64_t>() < 0) return finish(c, Error{"--seed: expected a number >= 0"}, err);
+    Result<BootstrapOptions> b = bootstrap_options(vm, static_cast<uint64_t>(vm["seed"].as<int64_t>()));
+    if (!b.ok()) return finish(c, b.error(), err);
+    if (vm.count("sweep") != 0) return finish(c, Error{"--bootstrap resamples one run's requests: give --run ID, not --sweep"}, err);
+    bootstrap = b.value();
+  } else if (!vm["seed"].defaulted() || vm.count("jobs") != 0) {
+    return finish(c, Error{"--seed and --jobs go with --bootstrap"}, err);
+  }
   Result<ReportFormat> format = parse_report_format(vm["format"].as<std::string>());
   if (!format.ok()) return finish(c, Error{"--format: " + format.error().message}, err);
   std::vector<double> percentiles;
@@ -111,7 +127,7 @@ int report_command(const std::vector<std::string>& args, std::ostream& out, std:
       return finish(c, Error{"--html writes a page; --format " + f + " does not apply to it"}, err);
     }
     HtmlReportOptions html{.db_path = vm["db"].as<std::string>(), .run_ids = runs,
-                           .out_path = vm["html"].as<std::string>()};
+                           .out_path = vm["html"].as<std::string>(), .bootstrap = bootstrap};
     if (vm.count("sweep") != 0) html.sweep_id = vm["sweep"].as<int64_t>();
     return finish(c, write_html_report(html, out), err);
   }
@@ -127,7 +143,7 @@ int report_command(const std::vector<std::string>& args, std::ostream& out, std:
                   err);
   }
   const std::optional<int64_t> run = runs.empty() ? std::nullopt : std::optional<int64_t>(runs[0]);
-  return finish(c, print_report(vm["db"].as<std::string>(), run, format.value(), out, percentiles), err);
+  return finish(c, print_report(vm["db"].as<std::string>(), run, format.value(), out, percentiles, bootstrap), err);
 }
 
 int compare_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {

@@ -24,14 +24,28 @@ namespace servesim {
 namespace po = boost::program_options;
 
 po::options_description seeds_options() {
-  po::options_description o("Error bars over seeds");
+  po::options_description o("Error bars");
   // clang-format off
   o.add_options()
     ("seeds", po::value<int64_t>()->value_name("N"),
      "rerun a generated workload with N seeds (2 to 1000: the first seed, from --seed or the workload, then +1, +2, ...) "
      "and print each metric's mean and 95 % CI; the runs are a sweep of kind seeds (sim report --sweep ID)")
-    ("jobs,j", po::value<int>()->value_name("N"), "with --seeds: runs at once (default: the cores)");
+    ("bootstrap", po::value<int64_t>()->value_name("N"),
+     "after the run, resample its requests with replacement N times (10 to 100000; 1000 is usual; seeded by --seed, "
+     "else 0) and print each latency and throughput metric with its 95 % percentile-bootstrap interval: error bars "
+     "for a trace (needs --log requests or iterations; sim report --bootstrap N does the same for a stored run)")
+    ("jobs,j", po::value<int>()->value_name("N"),
+     "with --seeds: runs at once; with --bootstrap: threads (default: the cores; the result does not depend on it)");
   // clang-format on
+  return o;
+}
+
+Result<BootstrapOptions> bootstrap_options(const po::variables_map& vm, uint64_t seed) {
+  BootstrapOptions o;
+  o.resamples = vm["bootstrap"].as<int64_t>();
+  o.seed = seed;
+  if (vm.count("jobs") != 0) o.threads = vm["jobs"].as<int>();
+  if (Status s = check_bootstrap_options(o); !s.ok()) return s.error();
   return o;
 }
 
@@ -65,8 +79,8 @@ int seeds_command(const po::variables_map& vm, std::ostream& out, std::ostream& 
   if (generate == nullptr) {
     return bad("--seeds: " + config.trace +
                " is a trace (fixed requests and arrival times, no [generate] table), so every seed gives "
-               "the same run; --seeds needs a generated workload. (Error bars for a trace, a bootstrap over "
-               "its requests, are not implemented yet.)");
+               "the same run; --seeds needs a generated workload. For error bars on a trace, resample its "
+               "requests instead: sim --trace " + config.trace + " --bootstrap 1000");
   }
   int64_t first = 0;
   if (config.seed) {
