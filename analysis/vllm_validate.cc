@@ -165,8 +165,10 @@ void print_vllm_comparison(const VllmComparison& c, ReportFormat format, std::os
                      {"simulated_unfinished", c.sim_unfinished}};
     j["arrivals"] = c.arrivals;
     j["simulated"] = {{"policy", c.header.policy}, {"hardware", hardware}, {"model", model},
-                      {"tp", c.header.tp}, {"replicas", c.header.replicas}, {"run_id", c.header.run_id},
-                      {"db", c.header.db_path}};
+                      {"tp", c.header.tp}, {"replicas", c.header.replicas}};
+    // The run is kept only with --db.
+    j["simulated"]["run_id"] = c.header.db_path.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c.header.run_id);
+    j["simulated"]["db"] = c.header.db_path.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c.header.db_path);
     j["output_throughput"] = {{"measured", optional_json(c.measured_output_throughput)},
                               {"simulated", optional_json(c.simulated_output_throughput)}};
     nlohmann::ordered_json lat = nlohmann::ordered_json::object();
@@ -207,8 +209,8 @@ void print_vllm_comparison(const VllmComparison& c, ReportFormat format, std::os
   }
   print_aligned(out,
                 {{"", "measured", "simulated", "error"},
-                 {"successful requests", std::to_string(c.requests - c.failed), std::to_string(c.sim_completed), ""},
-                 {"failed / rejected", std::to_string(c.failed), std::to_string(c.sim_rejected + c.sim_unfinished), ""},
+                 {"successful requests", std::to_string(c.requests - c.failed), std::to_string(c.sim_completed)},
+                 {"failed / rejected", std::to_string(c.failed), std::to_string(c.sim_rejected + c.sim_unfinished)},
                  {"output throughput (tok/s)", tput(c.measured_output_throughput), tput(c.simulated_output_throughput),
                   percent(tput_error)}},
                 [](size_t i) { return i == 0; });

@@ -56,6 +56,9 @@ def perturb(sim_file, out):
     r["duration"] = max(r["start_times"][i] + r["latencies"][i] for i in ok) - min(r["start_times"])
     r["total_output_tokens"] = sum(r["output_lens"][i] for i in ok)
     r["output_throughput"] = r["total_output_tokens"] / r["duration"]
+    for key in ("ttfts", "latencies", "start_times", "queue_times"):  # microseconds, as perf_counter
+        r[key] = [round(v, 6) for v in r[key]]
+    r["itls"] = [[round(g, 6) for g in gaps] for gaps in r["itls"]]
     with open(out, "w") as f:
         json.dump(r, f)
 
