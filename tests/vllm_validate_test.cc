@@ -267,6 +267,9 @@ TEST_F(VllmValidateCli, BadFilesAreRefusedNamingFileAndKey) {
   j = small_result(3);
   j["max_concurrency"] = 0;
   expect_bad(j, "max_concurrency", ">= 1");
+  j = small_result(3);
+  j["start_times"][2] = 1e300;
+  expect_bad(j, "start_times", "span more than 1e9 s");
   // Options that would replace what the file says.
   const testing::Outcome o = validate(small_result(3), {"--request-rate", "5"});
   EXPECT_EQ(o.status, 2);
@@ -342,6 +345,37 @@ TEST_F(VllmValidateCli, StartTimesAreReplayedAndWrittenBack) {
   EXPECT_DOUBLE_EQ(s["start_times"][1].get<double>(), 3.0);
   EXPECT_EQ(s["itls"][1].size(), 19u);
   EXPECT_EQ(s["output_lens"][1], 20);
+}
+
+TEST_F(VllmValidateCli, MaxConcurrencyIsAppliedAsTheBenchmarkRanIt) {
+  // One slot: the four requests were all meant to go at once and waited for each other.
+  json j = small_result(4);
+  j["max_concurrency"] = 1;
+  j["start_times"] = {10.0, 10.3, 10.6, 10.9};
+  j["queue_times"] = {0.0, 0.3, 0.6, 0.9};
+  const std::string out = (dir_ / "sim.json").string();
+  const testing::Outcome o = validate(j, {"--write-simulated", out});
+  ASSERT_EQ(o.status, 0) << o.output;
+  EXPECT_NE(o.output.find("max_concurrency 1"), std::string::npos) << o.output;
+  const json s = json::parse(std::ifstream(out));
+  for (size_t i = 1; i < 4; ++i) {
+    // Each is sent when the one before finished, and waited that long for its slot.
+    EXPECT_NEAR(s["start_times"][i].get<double>(),
+                s["start_times"][i - 1].get<double>() + s["latencies"][i - 1].get<double>(), 1e-9);
+    EXPECT_NEAR(s["queue_times"][i].get<double>(), s["start_times"][i].get<double>(), 1e-9);
+    EXPECT_NEAR(s["ttfts"][i].get<double>(), s["ttfts"][0].get<double>(), 1e-6);  // from the send
+  }
+}
+
+TEST_F(VllmValidateCli, DrawnArrivalsDependOnlyOnTheSeed) {
+  json j = small_result(40);
+  j.erase("start_times");
+  j["request_rate"] = 20.0;
+  const auto run = [&](const char* seed) { return validate(j, {"--format", "json", "--seed", seed}).output; };
+  const std::string a = run("5");
+  EXPECT_NE(a.find("drawn: gamma gaps of shape 1 at 20 req/s, seed 5"), std::string::npos) << a;
+  EXPECT_EQ(a, run("5"));
+  EXPECT_NE(a, run("6"));
 }
 
 }  // namespace

@@ -226,6 +226,10 @@ Result<Workload> vllm_bench_workload(const VllmBenchResult& result, uint64_t see
     }
     const double first = *std::min_element(arrivals.begin(), arrivals.end());
     for (double& a : arrivals) a -= first;
+    if (!(*std::max_element(arrivals.begin(), arrivals.end()) <= kTimeHorizonSeconds)) {
+      return Error{result.path + ": start_times: the requests span more than 1e9 s; expected the send times of "
+                                 "one benchmark (seconds, any origin)"};
+    }
   } else {
     if (result.ramp_up) {
       return Error{result.path + ": ramp_up_strategy: the benchmark ramped its rate up and the file has no "
