@@ -162,7 +162,10 @@ Result<std::unique_ptr<Database>> Database::open(const std::string& path) {
   // Whether this call creates the file: decided by an exclusive create, so that of several
   // processes opening a new database at once (parallel runs into one file) exactly one owns it.
   bool created = false;
-  if (const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644); fd >= 0) {
+  // ":memory:" is SQLite's database that lives in this connection only (`sim validate
+  // --vllm-result` without --db): no file is created.
+  const bool in_memory = path == kInMemoryDatabase;
+  if (const int fd = in_memory ? -1 : ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644); fd >= 0) {
     ::close(fd);
     created = true;
   }

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "sim/result.h"
@@ -58,11 +59,15 @@ struct RunInfo {
   int64_t sweep_id = 0;       // the sweep or search it is a point of (0 = NULL)
 };
 
+// The path that names SQLite's in-memory database: nothing is written to disk.
+inline constexpr std::string_view kInMemoryDatabase = ":memory:";
+
 class Database {
  public:
   // Opens or creates the file at path, sets WAL journaling and synchronous=NORMAL, and creates the
   // schema if absent. A file that is not SQLite, a database of another program (tables but no
   // `runs`), tables of another shape, or a newer schema version is an Error that says so.
+  // kInMemoryDatabase opens a database held in memory by this connection alone.
   static Result<std::unique_ptr<Database>> open(const std::string& path);
 
   // Opens an existing database for reading only; never creates a file or the schema, and works on a

@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "analysis/measured.h"
+#include "sim/presets.h"
 #include "workloads/csv_reader.h"
 
 namespace servesim {
@@ -278,12 +279,11 @@ Result<VidurProfile> read_vidur_profile(const std::string& dir, const ModelSpec&
 
 VidurPresets vidur_presets(const std::string& dir) {
   static const std::map<std::string, std::string> kGpus = {{"a100", "a100-80gb"}, {"h100", "h100-sxm"}};
-  static const std::map<std::string, std::string> kModels = {
-      {"Llama-2-7b-hf", "llama-2-7b"}, {"Meta-Llama-3-8B", "llama-3-8b"}, {"Meta-Llama-3-70B", "llama-3-70b"}};
   VidurPresets p;
   for (const fs::path& part : fs::path(dir).lexically_normal()) {
     if (auto g = kGpus.find(part.string()); g != kGpus.end()) p.hardware = g->second;
-    if (auto m = kModels.find(part.string()); m != kModels.end()) p.model = m->second;
+    // A profile folder is named after the model's repository (meta-llama/Llama-2-7b-hf).
+    if (auto m = model_preset_for_repository(part.string())) p.model = *m;
   }
   return p;
 }

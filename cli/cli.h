@@ -51,6 +51,8 @@ int merge_command(const std::vector<std::string>& args, std::ostream& out, std::
 // Commands that read a logged run back (cli/run_commands.cc).
 int report_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 int validate_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+// `sim validate --vllm-result FILE` (cli/validate_vllm_command.cc): a vLLM benchmark against its replay.
+int validate_vllm_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 int compare_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 // `sim list runs` (args: what follows "runs").
 int list_runs_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);

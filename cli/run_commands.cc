@@ -289,10 +289,16 @@ int validate_measured_command(const Command& c, const po::variables_map& vm, std
 }  // namespace
 
 int validate_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  // A vLLM benchmark result replays its requests: a run's options, not this command's.
+  for (const std::string& a : args) {
+    if (a == "--vllm-result" || a.starts_with("--vllm-result=")) return validate_vllm_command(args, out, err);
+  }
   const Command c{"validate",
                   "Usage: sim validate [--db FILE] [--run ID] [--hardware FILE]\n"
                   "       sim validate --measured PATH [--hardware NAME|FILE] [--model NAME|FILE] [--tp N]\n"
                   "                    [--format text|json]\n"
+                  "       sim validate --vllm-result FILE [run options] [--format text|json]\n"
+                  "                    (`sim validate --vllm-result FILE --help` lists its options)\n"
                   "For a run of a measuring backend (--backend cpu or cuda), the error of the\n"
                   "roofline's prediction per iteration, overall, by kind of iteration and by batch\n"
                   "size; stored as validate_* metrics of the run. With --hardware, the run's batches\n"
@@ -301,7 +307,10 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
                   "folder (data/measured/vidur/compute/a100/meta-llama/Llama-2-7b-hf; its path implies\n"
                   "--hardware and --model) or a CSV of iteration,new_tokens,context_tokens,measured_ms\n"
                   "(data/measured/README.md). Prints the MAPE overall, by kind and size, the bias\n"
-                  "(mean signed error: > 0 the roofline is too slow) and the worst shapes.\n"};
+                  "(mean signed error: > 0 the roofline is too slow) and the worst shapes.\n"
+                  "With --vllm-result, a `vllm bench serve --save-result --save-detailed` file against\n"
+                  "the simulator's replay of its requests: TTFT, TPOT, ITL and E2E latency percentiles\n"
+                  "side by side, their errors, MAPE and the Kolmogorov-Smirnov distance.\n"};
   po::options_description o = read_options(c);
   o.add_options()("hardware", po::value<std::string>()->value_name("NAME|FILE"),
                   "re-price the run's batches with this hardware file")(

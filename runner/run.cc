@@ -55,11 +55,13 @@ Result<std::shared_ptr<const Workload>> WorkloadCache::get(const std::string& pa
 std::optional<double> RunOutput::metric(std::string_view name) const { return find_metric(metrics, name); }
 
 Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironment& env) {
-  if (config.trace.empty()) {
+  if (config.trace.empty() && env.workload == nullptr) {
     return Error{"no workload: give --trace FILE (e.g. --trace pareto.toml). Try 'sim --help'."};
   }
   // 1. Everything the configuration names.
-  Result<std::string> trace = resolve_preset(config.trace, PresetKind::kWorkload, "--trace");
+  Result<std::string> trace = env.workload != nullptr
+                                  ? Result<std::string>(env.workload->path)
+                                  : resolve_preset(config.trace, PresetKind::kWorkload, "--trace");
   if (!trace.ok()) return trace.error();
   std::string hardware = config.hardware, model = config.model;
   if (!hardware.empty()) {
@@ -105,7 +107,9 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
   std::unique_ptr<RequestStream> stream;
   uint64_t workload_seed = 0;
   const LoadControls load = load_controls(config);
-  if (env.workloads != nullptr) {
+  if (env.workload != nullptr) {
+    workload = std::shared_ptr<const Workload>(env.workload, [](const Workload*) {});  // not owned
+  } else if (env.workloads != nullptr) {
     auto w = env.workloads->get(trace.value(), config.seed, load);
     if (!w.ok()) return w.error();
     workload = std::move(w).value();
@@ -210,6 +214,7 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
   std::vector<Recorder*> recorders = {&metrics};
   if (batch_log) recorders.push_back(&*batch_log);
   recorders.push_back(&writer);
+  recorders.insert(recorders.end(), env.recorders.begin(), env.recorders.end());
   std::optional<ProgressLine> progress;
   if (env.progress != nullptr) {
     progress.emplace(*env.progress, mo.expected_requests, counts_steps);

@@ -45,6 +45,12 @@ struct RunEnvironment {
   const std::atomic<bool>* stop = nullptr;  // set (by a signal) to stop the run; it ends interrupted
   std::ostream* notes = nullptr;     // where notes about ignored settings go; nullptr: none
   std::ostream* progress = nullptr;  // where a progress line is drawn (a terminal); nullptr: none
+  // The requests to run, built in memory (`sim validate --vllm-result`), in place of loading
+  // config.trace, which then only names them in the record; nullptr: load config.trace. The load
+  // controls of the configuration other than max_concurrency do not apply to it. Must outlive the call.
+  const Workload* workload = nullptr;
+  // More observers of the run, called after the run's own; they must outlive the call.
+  std::vector<Recorder*> recorders{};
 };
 
 struct RunOutput {

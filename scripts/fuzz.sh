@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 SECONDS_EACH="${1:-60}"
 shift || true
 TARGETS=("$@")
-if [ ${#TARGETS[@]} -eq 0 ]; then TARGETS=(workload traces hardware model config safetensors); fi
+if [ ${#TARGETS[@]} -eq 0 ]; then TARGETS=(workload traces hardware model config safetensors vllm_result); fi
 
 FUZZ=1 scripts/install-deps.sh
 mkdir -p build-fuzz
@@ -36,6 +36,7 @@ seeds() {
     model) echo data/models ;;
     config) echo tests/fuzz/seeds/config ;;
     safetensors) echo build-fuzz/seeds/safetensors ;;
+    vllm_result) echo tests/data/vllm ;;
   esac
 }
 

@@ -1,6 +1,7 @@
 #include "sim/presets.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <set>
@@ -109,6 +110,39 @@ std::string preset_display_name(const std::string& path, PresetKind kind) {
     if (!ec && file.parent_path() == folder) return file.stem().string();
   }
   return path;
+}
+
+std::optional<std::string> model_preset_for_repository(std::string_view id) {
+  // The repositories of data/models/README.md, and their variants with the same config shapes and
+  // context length.
+  static const std::pair<const char*, const char*> kRepositories[] = {
+      {"meta-llama/Llama-2-7b-hf", "llama-2-7b"},
+      {"meta-llama/Llama-2-7b-chat-hf", "llama-2-7b"},
+      {"meta-llama/Meta-Llama-3-8B", "llama-3-8b"},
+      {"meta-llama/Meta-Llama-3-8B-Instruct", "llama-3-8b"},
+      {"meta-llama/Meta-Llama-3-70B", "llama-3-70b"},
+      {"meta-llama/Meta-Llama-3-70B-Instruct", "llama-3-70b"},
+      {"mistralai/Mistral-7B-v0.1", "mistral-7b"},
+      {"mistralai/Mistral-7B-Instruct-v0.1", "mistral-7b"},
+      {"mistralai/Mixtral-8x7B-v0.1", "mixtral-8x7b"},
+      {"mistralai/Mixtral-8x7B-Instruct-v0.1", "mixtral-8x7b"},
+      {"Qwen/Qwen2.5-0.5B-Instruct", "qwen2.5-0.5b"},
+      {"Qwen/Qwen2.5-7B", "qwen2.5-7b"},
+  };
+  const auto lower = [](std::string_view v) {
+    std::string out(v);
+    std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
+    return out;
+  };
+  std::string key = lower(id);
+  while (!key.empty() && key.back() == '/') key.pop_back();
+  for (const auto& [repository, preset] : kRepositories) {
+    const std::string r = lower(repository);
+    const std::string name = r.substr(r.find('/') + 1);
+    // The id itself, or a path whose last component is the repository's name.
+    if (key == r || key == name || (key.size() > name.size() && key.ends_with("/" + name))) return preset;
+  }
+  return std::nullopt;
 }
 
 }  // namespace servesim

@@ -5,6 +5,7 @@
 // `sim --trace pareto.toml` works from any directory.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,6 +26,12 @@ Result<std::string> resolve_preset(std::string_view value, PresetKind kind, std:
 // How a resolved file is named to a user: a shipped preset by its name ("h100-sxm"), any other file
 // by its path.
 std::string preset_display_name(const std::string& path, PresetKind kind);
+
+// The shipped model preset ("llama-2-7b") of a Hugging Face repository id as vLLM names the model it
+// serves ("meta-llama/Llama-2-7b-hf"; the chat and instruct variants of the same shapes and context
+// too), or of a local folder ending in the repository's name (".../Llama-2-7b-hf"); compared without
+// regard to case. Nothing when no preset has that model's shapes.
+std::optional<std::string> model_preset_for_repository(std::string_view id);
 
 // Preset file names of a kind (from the first data folder that has any), sorted.
 std::vector<std::string> list_presets(PresetKind kind);
