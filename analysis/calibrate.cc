@@ -121,6 +121,7 @@ double total_price(const RooflineModel& roofline, const Measurement& m) {
 }
 
 const char* fit_key_name(FitKey key) { return key_info(key).name; }
+double fit_key_file_unit(FitKey key) { return key_info(key).file_unit; }
 
 Result<FitKey> parse_fit_key(const std::string& name) {
   std::string known;
@@ -323,6 +324,7 @@ CalibrationFit fit_hardware(const HardwareSpec& start, const std::vector<FitMode
     runs = bootstrap(c, cal, o.x, fit.evaluations);
     ranges = by_key(runs, cal.keys.size());
     fit.bootstrap = cal.bootstrap;
+    fit.samples = runs;
   }
   for (size_t k = 0; k < cal.keys.size(); ++k) {
     const KeyInfo& key = key_info(cal.keys[k]);

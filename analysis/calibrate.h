@@ -72,6 +72,8 @@ inline constexpr FitKey kFitKeys[] = {
 inline constexpr double kGemmTileRowsCandidates[] = {0, 16, 32, 64, 128, 256};
 // The key's name in a hardware file ("gemm_efficiency", "overhead_us").
 const char* fit_key_name(FitKey key);
+// The key's file unit per HardwareSpec unit (overhead_us: 1e6 per second; 1 for the efficiencies).
+double fit_key_file_unit(FitKey key);
 // The key named `name` (as fit_key_name), or an error listing the names.
 Result<FitKey> parse_fit_key(const std::string& name);
 
@@ -136,6 +138,9 @@ struct CalibrationFit {
   Convergence convergence;
   std::vector<ParameterFit> parameters;  // in options.keys order
   int bootstrap = 0;      // resamples behind the ranges
+  // Each resample's fitted values, in parameters' order and HardwareSpec units (empty without a
+  // bootstrap): written into the hardware file's [calibration] table for the model-uncertainty band.
+  std::vector<std::vector<double>> samples;
   // The error of a fit of a random half on the other half; held_out_count == 0: not computed
   // (held_out off, or fewer than 4 measurements).
   size_t held_out_count = 0;
@@ -182,6 +187,9 @@ CalibrationFit fit_hardware(const HardwareSpec& start, const std::vector<FitMode
 // The hardware TOML text of hw, every key of data/hardware/README.md in its unit, after `header`
 // (comment lines, each starting with "# ").
 std::string hardware_toml(const HardwareSpec& hw, const std::string& header);
+// hw (the fit's hardware) with the [calibration] table of `fit`: the keys fitted by search or solved
+// (not the grid's, which do not vary) and each bootstrap resample's values, in the file's units.
+HardwareSpec with_calibration_table(HardwareSpec hw, const CalibrationFit& fit);
 
 // Measured timings to fit: `path` a Vidur profile folder or a CSV of ours (analysis/measured.h), of
 // the model in model_path at tensor-parallel degree tp.

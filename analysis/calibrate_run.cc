@@ -201,7 +201,7 @@ Status write_and_print(const CalibrationFit& fit, const CalibrationOptions& cali
   for (const std::string& w : warnings) header += "# WARNING: " + w + "\n";
   {
     std::ofstream file(out_path, std::ios::binary | std::ios::trunc);
-    if (file) file << hardware_toml(fit.hardware, header);
+    if (file) file << hardware_toml(with_calibration_table(fit.hardware, fit), header);
     if (!file || !file.flush()) return Error{"cannot write " + out_path + "; use another --out"};
   }
   out << "Calibration of " << hardware_path << " from " << from << " (" << count << " " << what << ")\n"
@@ -241,7 +241,39 @@ std::string hardware_toml(const HardwareSpec& hw, const std::string& header) {
     s << "attention_sequence_us = " << number(hw.attention_sequence_overhead * 1e6) << "\n";
   }
   if (hw.price_per_hour_usd > 0) s << "price_per_hour_usd = " << number(hw.price_per_hour_usd) << "\n";
+  if (!hw.calibration_samples.empty()) {
+    s << "\n# The fitted keys' values in each bootstrap resample of the measurements: `sim --model-uncertainty`\n"
+      << "# reruns a workload with each row for a band on every metric.\n[calibration]\nkeys = [";
+    for (size_t k = 0; k < hw.calibration_keys.size(); ++k) s << (k ? ", " : "") << quoted(hw.calibration_keys[k]);
+    s << "]\nsamples = [\n";
+    for (const std::vector<double>& row : hw.calibration_samples) {
+      s << "  [";
+      for (size_t k = 0; k < row.size(); ++k) s << (k ? ", " : "") << number(row[k]);
+      s << "],\n";
+    }
+    s << "]\n";
+  }
   return s.str();
+}
+
+HardwareSpec with_calibration_table(HardwareSpec hw, const CalibrationFit& fit) {
+  hw.calibration_keys.clear();
+  hw.calibration_samples.clear();
+  if (fit.samples.empty()) return hw;
+  std::vector<size_t> columns;
+  for (size_t k = 0; k < fit.parameters.size(); ++k) {
+    const ParameterFit& p = fit.parameters[k];
+    if (!p.fitted || p.grid) continue;
+    columns.push_back(k);
+    hw.calibration_keys.push_back(fit_key_name(p.key));
+  }
+  if (columns.empty()) return hw;
+  for (const std::vector<double>& run : fit.samples) {
+    std::vector<double> row;
+    for (size_t k : columns) row.push_back(run[k] * fit_key_file_unit(fit.parameters[k].key));
+    hw.calibration_samples.push_back(std::move(row));
+  }
+  return hw;
 }
 
 Status calibrate_run(const std::string& db_path, std::optional<int64_t> run_id,

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/database.h"
+#include "analysis/model_band.h"
 #include "analysis/seed_stats.h"
 #include "analysis/sweep_db.h"
 #include "analysis/text_table.h"
@@ -112,6 +113,13 @@ Status print_sweep_report(const std::string& db_path, std::optional<int64_t> swe
     if (!a.ok()) return a.error();
     aggregate = std::move(a).value();
   }
+  // A model-uncertainty sweep (`sim --model-uncertainty`) gets each metric's band over the samples.
+  std::vector<ModelBand> band;
+  if (s.kind == "model-uncertainty") {
+    Result<std::vector<ModelBand>> b = read_model_band(db, s.id);
+    if (!b.ok()) return b.error();
+    band = std::move(b).value();
+  }
 
   if (format == ReportFormat::kJson) {
     nlohmann::json j;
@@ -130,6 +138,7 @@ Status print_sweep_report(const std::string& db_path, std::optional<int64_t> swe
       j["rows"].push_back(row);
     }
     if (s.kind == "seeds") j["aggregate"] = seed_aggregate_json(aggregate);
+    if (s.kind == "model-uncertainty") j["band"] = model_band_json(band);
     out << j.dump(2) << '\n';
     return Ok{};
   }
@@ -200,6 +209,10 @@ Status print_sweep_report(const std::string& db_path, std::optional<int64_t> swe
   if (s.kind == "seeds") {
     out << "\nMean and 95 % CI of the mean over " << aggregated << " seeds (Student's t):\n";
     print_seed_summary(out, aggregate);
+  }
+  if (s.kind == "model-uncertainty") {
+    out << "\nEach metric with the file's values, and 2.5-97.5 % over the hardware file's calibration samples:\n";
+    print_model_band(out, band);
   }
   return Ok{};
 }

@@ -29,6 +29,9 @@ struct BackendSetup {
   int64_t kv_blocks = -1;              // the run's kv.blocks, -1 if not given
   std::string weights;                 // engine: a safetensors file; "" = random weights
   uint64_t seed = 0;                   // engine: the seed of random weights
+  // The hardware file's calibration sample to price with (its [calibration] table); -1: the file's
+  // own values.
+  int64_t hardware_sample = -1;
 };
 
 struct IterationResult {

@@ -14,6 +14,10 @@ Result<Specs> load_specs(const BackendSetup& setup, const char* default_hardware
   if (!hw_path.ok()) return hw_path.error();
   Result<HardwareSpec> hw = load_hardware(hw_path.value());
   if (!hw.ok()) return hw.error();
+  if (setup.hardware_sample >= 0) {
+    hw = with_calibration_sample(hw.value(), setup.hardware_sample);
+    if (!hw.ok()) return Error{"hardware_sample: " + hw.error().message};
+  }
   Result<std::string> model_path = resolve_preset(
       setup.model.empty() ? default_model : setup.model, PresetKind::kModel, "--model");
   if (!model_path.ok()) return model_path.error();

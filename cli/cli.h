@@ -37,6 +37,9 @@ Result<RunConfig> config_from_flags(const boost::program_options::variables_map&
 // given the parsed options of `sim run` with --seeds among them.
 boost::program_options::options_description seeds_options();
 int seeds_command(const boost::program_options::variables_map& vm, std::ostream& out, std::ostream& err);
+// `sim [run] --model-uncertainty [N]` (cli/seeds_command.cc): the runs over the hardware file's
+// calibration samples and their band (analysis/model_band.h).
+int model_uncertainty_command(const boost::program_options::variables_map& vm, std::ostream& out, std::ostream& err);
 // The options of a bootstrap over a run's requests (`sim run` and `sim report` --bootstrap N, with
 // -j N threads), seeded by `seed`. Errors: a count or -j out of range.
 Result<BootstrapOptions> bootstrap_options(const boost::program_options::variables_map& vm, uint64_t seed);

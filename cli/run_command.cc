@@ -88,6 +88,8 @@ void print_run_help(std::ostream& out) {
          "  sim --policy chunked-prefill --set policy.scheduling_policy=priority --trace priority.toml\n"
          "  sim --seeds 10 --trace pareto.toml   # mean and 95 % CI of each metric over 10 seeds\n"
          "  sim --trace seed-toy.toml --bootstrap 1000   # 95 % intervals from resampling the requests\n"
+         "  sim --trace pareto.toml --hardware a100-80gb-vidur --model llama-2-7b --model-uncertainty\n"
+         "                                       # the band from the calibration's own uncertainty\n"
          "  sim report --format json        # the latest run, read back from sim.db\n"
          "\nOther commands: sim report --help, sim list policies|backends|hardware|models\n";
 }
@@ -185,9 +187,15 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
     return bad_input(err, "give --seeds (reruns of a generated workload) or --bootstrap (resamples of one run's "
                           "requests), not both");
   }
+  if (vm.count("model-uncertainty") != 0) {
+    if (vm.count("seeds") != 0 || bootstrap) {
+      return bad_input(err, "give one of --seeds, --bootstrap and --model-uncertainty: each is a separate set of runs");
+    }
+    return model_uncertainty_command(vm, out, err);
+  }
   if (vm.count("seeds") != 0) return seeds_command(vm, out, err);
   if (vm.count("jobs") != 0 && !bootstrap) {
-    return bad_input(err, "--jobs goes with --seeds or --bootstrap (sim sweep has its own)");
+    return bad_input(err, "--jobs goes with --seeds, --model-uncertainty or --bootstrap (sim sweep has its own)");
   }
 
   // From here on SIGINT, SIGTERM and SIGHUP stop the run cleanly instead of killing the process.

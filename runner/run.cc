@@ -93,6 +93,7 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
   setup.kv_blocks = config.kv_blocks;
   setup.weights = config.engine_weights;
   setup.seed = config.seed.value_or(0);
+  setup.hardware_sample = config.hardware_sample;
   for (int32_t i = 0; i < config.replicas; ++i) {
     Result<std::unique_ptr<Policy>> p = policy_info.value()->make(config.policy_options);
     if (!p.ok()) return p.error();

@@ -112,6 +112,7 @@ Result<RunConfig> resolve_config(toml::table table) {
   c.gpu_memory_utilization = top.number("gpu_memory_utilization", c.gpu_memory_utilization, 0.01, 1.0);
   c.tp = static_cast<int32_t>(top.integer("tp", c.tp, 1, 1024));
   c.replicas = static_cast<int32_t>(top.integer("replicas", c.replicas, 1, 4096));
+  c.hardware_sample = top.integer("hardware_sample", -1, -1, 1'000'000);
   const double inf = std::numeric_limits<double>::infinity();
   c.request_rate = top.number("request_rate", 0, 1e-9, inf);
   c.burstiness = top.number("burstiness", 0, 1e-4, inf);
@@ -217,6 +218,7 @@ std::string config_to_toml(const RunConfig& c, const toml::table& policy_options
   t.insert("gpu_memory_utilization", c.gpu_memory_utilization);
   t.insert("tp", c.tp);
   t.insert("replicas", c.replicas);
+  if (c.hardware_sample >= 0) t.insert("hardware_sample", c.hardware_sample);
   if (c.request_rate > 0) t.insert("request_rate", c.request_rate);
   if (c.burstiness > 0) t.insert("burstiness", c.burstiness);
   if (c.time_scale > 0) t.insert("time_scale", c.time_scale);

@@ -83,6 +83,9 @@ struct RunConfig {
   double gpu_memory_utilization = 0.9; // fraction of device memory for weights, activations, KV
   int32_t tp = 1;                      // tensor-parallel degree
   int32_t replicas = 1;
+  // The hardware file's calibration sample (its [calibration] table) to price with; -1: the file's
+  // own values. `sim --model-uncertainty` sweeps it.
+  int64_t hardware_sample = -1;
   // Load controls (0: not given).
   double request_rate = 0;
   double burstiness = 0;
