@@ -60,7 +60,10 @@ Result<std::vector<ModelBand>> read_model_band(Database& db, int64_t sweep_id) {
 void print_model_band(std::ostream& out, const std::vector<ModelBand>& band) {
   std::vector<std::vector<std::string>> rows;
   for (const ModelBand& b : band) {
-    const int d = interval_decimals(std::isnan(b.value) ? b.low : b.value, (b.high - b.low) / 2);
+    const auto whole = [](double v) { return std::isnan(v) || v == std::floor(v); };
+    const int d = whole(b.value) && whole(b.low) && whole(b.high)  // counts
+                      ? 0
+                      : interval_decimals(std::isnan(b.value) ? b.low : b.value, (b.high - b.low) / 2);
     rows.push_back({std::string(b.metric.name) + (b.metric.unit.empty() ? "" : " (" + std::string(b.metric.unit) + ")"),
                     std::isnan(b.value) ? "-" : fixed_decimals(b.value, d),
                     "[" + fixed_decimals(b.low, d) + ", " + fixed_decimals(b.high, d) + "]",
