@@ -10,6 +10,7 @@
 
 #include "analysis/metrics.h"
 #include "analysis/sweep_db.h"
+#include "analysis/text_table.h"
 
 namespace servesim {
 
@@ -69,19 +70,7 @@ void print_model_band(std::ostream& out, const std::vector<ModelBand>& band) {
                     "[" + fixed_decimals(b.low, d) + ", " + fixed_decimals(b.high, d) + "]",
                     "(" + std::to_string(b.samples) + " samples)"});
   }
-  std::vector<size_t> width(4, 0);
-  for (const auto& r : rows) {
-    for (size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], r[i].size());
-  }
-  for (const auto& r : rows) {
-    std::string line;
-    for (size_t i = 0; i < r.size(); ++i) {
-      const std::string pad(width[i] - r[i].size(), ' ');
-      line += (i ? "  " : "") + (i == 0 || i == 3 ? r[i] + pad : pad + r[i]);
-    }
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    out << line << '\n';
-  }
+  print_aligned(out, rows, [](size_t i) { return i == 0 || i == 3; });
 }
 
 nlohmann::json model_band_json(const std::vector<ModelBand>& band) {

@@ -37,6 +37,8 @@ Result<RunConfig> config_from_flags(const boost::program_options::variables_map&
 // given the parsed options of `sim run` with --seeds among them.
 boost::program_options::options_description seeds_options();
 int seeds_command(const boost::program_options::variables_map& vm, std::ostream& out, std::ostream& err);
+// Prints "sim: MESSAGE" to err and returns kExitBadInput.
+int bad_input(std::ostream& err, const std::string& message);
 // `sim [run] --model-uncertainty [N]` (cli/seeds_command.cc): the runs over the hardware file's
 // calibration samples and their band (analysis/model_band.h).
 int model_uncertainty_command(const boost::program_options::variables_map& vm, std::ostream& out, std::ostream& err);

@@ -143,12 +143,12 @@ Status apply_flags(const po::variables_map& vm, toml::table& table) {
   return Ok{};
 }
 
+}  // namespace
+
 int bad_input(std::ostream& err, const std::string& message) {
   err << "sim: " << message << "\n";
   return kExitBadInput;
 }
-
-}  // namespace
 
 Result<toml::table> config_table_from_flags(const po::variables_map& vm) {
   toml::table table;

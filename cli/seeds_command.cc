@@ -68,12 +68,22 @@ struct RepeatPlan {
   std::function<Status(Database&, const SweepResult&, const std::string& runs, std::ostream&)> summary;
 };
 
+// The flags' configuration table and what it resolves to.
+struct FlagsConfig {
+  toml::table table;
+  RunConfig config;
+};
+Result<FlagsConfig> flags_config(const po::variables_map& vm) {
+  Result<toml::table> table = config_table_from_flags(vm);
+  if (!table.ok()) return table.error();
+  Result<RunConfig> resolved = resolve_config(table.value());
+  if (!resolved.ok()) return resolved.error();
+  return FlagsConfig{std::move(table).value(), std::move(resolved).value()};
+}
+
 int run_repeats(const po::variables_map& vm, toml::table table, const RunConfig& config, const RepeatPlan& plan,
                 std::ostream& out, std::ostream& err) {
-  auto bad = [&](const std::string& message) {
-    err << "sim: " << message << "\n";
-    return kExitBadInput;
-  };
+  auto bad = [&](const std::string& message) { return bad_input(err, message); };
   SweepOptions options;
   options.kind = plan.kind;
   options.jobs = vm.count("jobs") ? vm["jobs"].as<int>() : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -136,19 +146,14 @@ int run_repeats(const po::variables_map& vm, toml::table table, const RunConfig&
 }  // namespace
 
 int seeds_command(const po::variables_map& vm, std::ostream& out, std::ostream& err) {
-  auto bad = [&](const std::string& message) {
-    err << "sim: " << message << "\n";
-    return kExitBadInput;
-  };
+  auto bad = [&](const std::string& message) { return bad_input(err, message); };
   const int64_t n = vm["seeds"].as<int64_t>();
   if (n < 2 || n > 1000) {
     return bad("--seeds " + std::to_string(n) + ": expected 2 to 1000 seeds (error bars need at least two runs)");
   }
-  Result<toml::table> table = config_table_from_flags(vm);
-  if (!table.ok()) return bad(table.error().message);
-  Result<RunConfig> resolved = resolve_config(table.value());
-  if (!resolved.ok()) return bad(resolved.error().message);
-  const RunConfig& config = resolved.value();
+  Result<FlagsConfig> flags = flags_config(vm);
+  if (!flags.ok()) return bad(flags.error().message);
+  const RunConfig& config = flags.value().config;
   if (config.trace.empty()) return bad("no workload: give --trace FILE (a generated workload) with --seeds");
   Result<std::string> path = resolve_preset(config.trace, PresetKind::kWorkload, "trace");
   if (!path.ok()) return bad(path.error().message);
@@ -188,20 +193,15 @@ int seeds_command(const po::variables_map& vm, std::ostream& out, std::ostream& 
     print_seed_summary(o, aggregate.value());
     return Ok{};
   };
-  return run_repeats(vm, std::move(table).value(), config, plan, out, err);
+  return run_repeats(vm, std::move(flags.value().table), config, plan, out, err);
 }
 
 int model_uncertainty_command(const po::variables_map& vm, std::ostream& out, std::ostream& err) {
-  auto bad = [&](const std::string& message) {
-    err << "sim: " << message << "\n";
-    return kExitBadInput;
-  };
+  auto bad = [&](const std::string& message) { return bad_input(err, message); };
   const int64_t asked = vm["model-uncertainty"].as<int64_t>();
-  Result<toml::table> table = config_table_from_flags(vm);
-  if (!table.ok()) return bad(table.error().message);
-  Result<RunConfig> resolved = resolve_config(table.value());
-  if (!resolved.ok()) return bad(resolved.error().message);
-  const RunConfig& config = resolved.value();
+  Result<FlagsConfig> flags = flags_config(vm);
+  if (!flags.ok()) return bad(flags.error().message);
+  const RunConfig& config = flags.value().config;
   if (config.trace.empty()) return bad("no workload: give --trace FILE with --model-uncertainty");
   if (config.backend != "roofline") {
     return bad("--model-uncertainty reprices with the roofline's calibrated keys; the " + config.backend +
@@ -245,7 +245,7 @@ int model_uncertainty_command(const po::variables_map& vm, std::ostream& out, st
     print_model_band(o, band.value());
     return Ok{};
   };
-  return run_repeats(vm, std::move(table).value(), config, plan, out, err);
+  return run_repeats(vm, std::move(flags.value().table), config, plan, out, err);
 }
 
 }  // namespace servesim
