@@ -13,6 +13,8 @@
 
 #include "analysis/html_report_data.h"
 #include "analysis/html_report_sections.h"
+#include "analysis/model_band.h"
+#include "analysis/seed_stats.h"
 #include "analysis/sweep_db.h"
 #include "analysis/sweep_report.h"
 #include "sim/toml_fields.h"
@@ -290,6 +292,51 @@ Section sweep_charts(const StoredSweep& sweep, const std::vector<SweepPoint>& po
   return section;
 }
 
+std::string metric_label(const SeedMetric& m) {
+  return std::string(m.name) + (m.unit.empty() ? "" : " (" + std::string(m.unit) + ")");
+}
+
+// The summary of a seeds sweep (mean and 95 % CI over the seeds) or of a model-uncertainty sweep
+// (the band over the calibration samples), as `sim report --sweep` prints it; none for other kinds.
+Result<std::optional<Table>> summary_table(Database& db, const StoredSweep& sweep) {
+  if (sweep.kind == "seeds") {
+    int64_t runs = 0;
+    Result<std::vector<SeedAggregate>> a = read_seed_aggregate(db, sweep.id, &runs);
+    if (!a.ok()) return a.error();
+    Table t{.title = "Mean and 95 % CI of the mean over " + std::to_string(runs) + " seeds",
+            .header = {"", "mean", "95 % CI", "std", "seeds"},
+            .rows = {}};
+    for (const SeedAggregate& g : a.value()) {
+      const SampleStats& st = g.stats;
+      const int d = interval_decimals(st.mean, st.half_width);
+      const bool spread = !std::isnan(st.half_width);
+      t.rows.push_back({metric_label(g.metric), fixed_decimals(st.mean, d),
+                        spread ? "[" + fixed_decimals(st.low(), d) + ", " + fixed_decimals(st.high(), d) + "]" : "-",
+                        spread ? fixed_decimals(st.std, d) : "-", std::to_string(st.n)});
+    }
+    t.footnote = "Student's t interval of the mean over the seeds' runs: the spread of the workload's random draws.";
+    return std::optional<Table>(std::move(t));
+  }
+  if (sweep.kind == "model-uncertainty") {
+    Result<std::vector<ModelBand>> band = read_model_band(db, sweep.id);
+    if (!band.ok()) return band.error();
+    Table t{.title = "Model uncertainty: the band over the hardware file's calibration samples",
+            .header = {"", "with the file's values", "2.5-97.5 % over the samples", "samples"},
+            .rows = {}};
+    for (const ModelBand& b : band.value()) {
+      const int d = interval_decimals(std::isnan(b.value) ? b.low : b.value, (b.high - b.low) / 2);
+      t.rows.push_back({metric_label(b.metric), std::isnan(b.value) ? "-" : fixed_decimals(b.value, d),
+                        "[" + fixed_decimals(b.low, d) + ", " + fixed_decimals(b.high, d) + "]",
+                        std::to_string(b.samples)});
+    }
+    t.footnote = "Each sample: the fitted keys of one bootstrap resample of the calibration's measurements, on "
+                 "the same workload and seed. The calibration's own uncertainty only, not the roofline's error "
+                 "at its best keys.";
+    return std::optional<Table>(std::move(t));
+  }
+  return std::optional<Table>();
+}
+
 }  // namespace
 
 Result<Page> sweep_page(Database& db, std::optional<int64_t> sweep_id) {
@@ -314,6 +361,9 @@ Result<Page> sweep_page(Database& db, std::optional<int64_t> sweep_id) {
         {false,
          std::to_string(failed) +
              " point(s) did not complete; the table gives their errors, and the charts leave them out."});
+  Result<std::optional<Table>> summary = summary_table(db, sweep);
+  if (!summary.ok()) return summary.error();
+  if (summary.value()) page.tables.push_back(std::move(*summary.value()));
   page.tables.push_back(points_table(sweep, points.value()));
   page.sections.push_back(sweep_charts(sweep, points.value(), read_slos(sweep.spec)));
   return page;

@@ -77,6 +77,11 @@ TEST_F(ModelBandCli, TheBandIsTheSpreadOfTheMetricsOverTheSamples) {
     EXPECT_EQ(b.at("high"), b.at("value")) << b;
   }
   EXPECT_EQ(query("SELECT kind FROM sweeps", "same.db"), "model-uncertainty");
+  const auto html = sim({"report", "--sweep", "1", "--db", "same.db", "--html", "band.html"});
+  ASSERT_EQ(html.status, 0) << html.output;
+  std::ifstream page(dir_ / "band.html");
+  const std::string text((std::istreambuf_iterator<char>(page)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("Model uncertainty: the band over the hardware file"), std::string::npos);
   EXPECT_EQ(query("SELECT group_concat(hardware_sample) FROM (SELECT hardware_sample FROM sweep_points ORDER BY point)",
                   "same.db"),
             "-1,0,1,2");

@@ -3,6 +3,8 @@
 #include "analysis/seed_stats.h"
 
 #include <cmath>
+#include <fstream>
+#include <iterator>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -92,6 +94,10 @@ TEST_F(SeedsCli, ThreeSeedsAreASweepOfRecordedRunsAndTheSummaryIsTheirMean) {
   EXPECT_TRUE(seen) << report.output;
   const auto text = sim({"report", "--sweep", "1"});
   EXPECT_NE(text.output.find("Mean and 95 % CI of the mean over 3 seeds"), std::string::npos) << text.output;
+  ASSERT_EQ(sim({"report", "--sweep", "1", "--html", "seeds.html"}).status, 0);
+  std::ifstream page(dir_ / "seeds.html");
+  const std::string html((std::istreambuf_iterator<char>(page)), std::istreambuf_iterator<char>());
+  EXPECT_NE(html.find("Mean and 95 % CI of the mean over 3 seeds"), std::string::npos);
   const auto csv = sim({"report", "--sweep", "1", "--format", "csv"});
   EXPECT_NE(csv.output.find("\nmean,"), std::string::npos) << csv.output;
   EXPECT_NE(csv.output.find("\nci_high,"), std::string::npos) << csv.output;
