@@ -12,6 +12,7 @@
 #include "backends/probe.h"
 #include "backends/registry.h"
 #include "policies/registry.h"
+#include "routers/registry.h"
 #include "cli/cli.h"
 #include "sim/presets.h"
 
@@ -66,14 +67,20 @@ int probe_command(const std::vector<std::string>& args, std::ostream& out, std::
 int list_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   const std::string what = args.empty() ? "" : args.front();
   if (what == "runs") return list_runs_command(std::vector<std::string>(args.begin() + 1, args.end()), out, err);
-  if (args.size() > 1 || (what != "policies" && what != "backends" && what != "hardware" &&
+  if (args.size() > 1 || (what != "policies" && what != "routers" && what != "backends" && what != "hardware" &&
                           what != "models")) {
-    err << "sim list: expected one of: runs, policies, backends, hardware, models\n";
+    err << "sim list: expected one of: runs, policies, routers, backends, hardware, models\n";
     return what == "--help" || what == "-h" ? kExitOk : kExitBadInput;
   }
   if (what == "policies") {
     for (const PolicyInfo& p : policy_registry()) {
       out << p.name << "\n  " << p.summary << "\n  options: " << p.options_help << "\n";
+    }
+  } else if (what == "routers") {
+    for (const RouterInfo& r : router_registry()) {
+      out << r.name << "\n  " << r.summary << "\n  options: "
+          << (r.options_help.empty() ? std::string_view("none") : r.options_help)
+          << "; session_affinity = true (a request with parents goes where its first parent went)\n";
     }
   } else if (what == "backends") {
     for (const BackendInfo& b : backend_registry()) out << b.name << "\n  " << b.summary << "\n";

@@ -28,6 +28,10 @@ po::options_description run_options() {
      "workload TOML, or a shipped preset's name (seed-toy.toml, pareto.toml)  [trace]")
     ("policy", po::value<std::string>()->value_name("NAME"),
      "batching policy: static | continuous | chunked-prefill | prefix-cached (default continuous; `sim list policies`)  [policy.name]")
+    ("router", po::value<std::string>()->value_name("NAME"),
+     "which replica each request goes to: round-robin (default) | random | least-outstanding | least-kv | "
+     "power-of-two | prefix-aware (`sim list routers`); options as --set router.KEY=VALUE, and "
+     "router.session_affinity = true (a conversation's turns stay on one replica)  [router.name]")
     ("backend", po::value<std::string>()->value_name("NAME"),
      "cost model of one iteration: roofline (default) | unit (`sim list backends`)  [backend]")
     ("hardware", po::value<std::string>()->value_name("NAME|FILE"),
@@ -97,7 +101,7 @@ void print_run_help(std::ostream& out) {
 // Named options become configuration keys, so precedence is uniform: config file < flags < --set.
 Status apply_flags(const po::variables_map& vm, toml::table& table) {
   const std::pair<const char*, const char*> strings[] = {
-      {"trace", "trace"}, {"policy", "policy.name"}, {"backend", "backend"}, {"hardware", "hardware"},
+      {"trace", "trace"}, {"policy", "policy.name"}, {"router", "router.name"}, {"backend", "backend"}, {"hardware", "hardware"},
       {"model", "model"}, {"db", "db"}, {"name", "name"}, {"dtype", "dtype"},
       {"kv-cache-dtype", "kv.dtype"}, {"metric-percentiles", "metric_percentiles"}};
   for (const auto& [flag, key] : strings) {

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <functional>
 #include <cstdio>
 #include <ostream>
 
@@ -11,6 +12,7 @@
 #include "analysis/progress.h"
 #include "backends/registry.h"
 #include "policies/registry.h"
+#include "routers/registry.h"
 #include "sim/presets.h"
 #include "sim/simulator.h"
 
@@ -141,6 +143,23 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
   if (!first.model_path().empty()) model = first.model_path();
 
   // 2. The database and the run's row: from here on the run is recorded, whatever happens.
+  // The router, checked before anything is recorded: an unknown name or option is bad input.
+  std::function<std::unique_ptr<Router>()> make_router;
+  {
+    Result<const RouterInfo*> router_info = find_router(config.router);
+    if (!router_info.ok()) return Error{"--router: " + router_info.error().message};
+    const RouterInfo* router = router_info.value();
+    if (router->needs_prefix_caching && !policy_info.value()->prefix_caching) {
+      return Error{"--router " + config.router + " routes by the replicas' prefix caches, which --policy " +
+                   config.policy + " does not keep: use --policy prefix-cached"};
+    }
+    const uint64_t router_seed = workload_seed;
+    Result<std::unique_ptr<Router>> check = router->make(config.router_options, router_seed);
+    if (!check.ok()) return check.error();
+    make_router = [router, options = config.router_options, router_seed] {
+      return router->make(options, router_seed).value();
+    };
+  }
   std::unique_ptr<Database> own_db;
   Database* db = env.db;
   if (db == nullptr) {
@@ -184,6 +203,8 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
   options.prefix_caching = policy_info.value()->prefix_caching;
   options.max_concurrency = config.max_concurrency;
   options.leap = config.leap;
+  options.session_affinity = config.session_affinity;
+  options.router = std::move(make_router);
   MetricsOptions mo;
   mo.max_num_seqs = config.max_num_seqs;
   mo.replicas = config.replicas;

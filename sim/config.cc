@@ -145,6 +145,12 @@ Result<RunConfig> resolve_config(toml::table table) {
     c.policy = p.string("name", c.policy);
     if (!p.ok()) return p.error();
   }
+  if (const toml::table* router = top.table("router")) {
+    OptionReader r(*router, "router");
+    c.router = r.string("name", c.router);
+    c.session_affinity = r.boolean("session_affinity", c.session_affinity);
+    if (!r.ok()) return r.error();
+  }
   if (const toml::table* kv = top.table("kv")) {
     OptionReader k(*kv, "kv");
     c.block_size = static_cast<int32_t>(k.integer("block_size", c.block_size, 1, 1 << 16));
@@ -165,6 +171,11 @@ Result<RunConfig> resolve_config(toml::table table) {
     // Moved, not copied: moving keeps each value's file position for the policy's messages.
     c.policy_options = std::move(*policy);
     c.policy_options.erase("name");
+  }
+  if (toml::table* router = table.get_as<toml::table>("router")) {
+    c.router_options = std::move(*router);
+    c.router_options.erase("name");
+    c.router_options.erase("session_affinity");
   }
   if (c.request_rate > 0 && c.time_scale > 0) {
     return Error{"time_scale: cannot be combined with request_rate (request_rate re-times arrivals "
@@ -246,6 +257,10 @@ std::string config_to_toml(const RunConfig& c, const toml::table& policy_options
   toml::table policy = policy_options;
   policy.insert_or_assign("name", c.policy);
   t.insert("policy", std::move(policy));
+  toml::table router = c.router_options;
+  router.insert_or_assign("name", c.router);
+  router.insert_or_assign("session_affinity", c.session_affinity);
+  t.insert("router", std::move(router));
   toml::table kv{{"block_size", c.block_size}};
   if (c.kv_blocks >= 0) kv.insert("blocks", c.kv_blocks);
   if (!c.kv_dtype.empty()) kv.insert("dtype", c.kv_dtype);

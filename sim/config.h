@@ -66,6 +66,9 @@ struct RunConfig {
   std::string trace;                   // as given (a file or a preset name)
   std::string policy = "continuous";
   toml::table policy_options;          // [policy] without `name`, checked by the policy itself
+  std::string router = "round-robin";  // routers/registry.h
+  toml::table router_options;          // [router] without `name` and `session_affinity`, checked by the router
+  bool session_affinity = true;        // router.session_affinity
   std::string backend = "roofline";
   std::string hardware;
   std::string model;

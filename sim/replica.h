@@ -71,6 +71,12 @@ class Replica final : public ReplicaView {
   // Requests still waiting or running (not done, not rejected).
   size_t outstanding() const { return waiting_.size() + running_.size(); }
   int64_t kv_blocks_used() const { return kv_.num_used(); }
+  int64_t kv_blocks_total() const { return kv_.num_total(); }
+  // For routers: how many of r's leading prompt tokens this replica's prefix cache holds (whole
+  // blocks; computes r's block hashes, changes nothing in the cache), and the blocks it caches.
+  // REQUIRES: r holds no blocks (not yet sent).
+  int64_t cached_prefix_tokens(Request& r) { return kv_.cached_prefix_tokens(r); }
+  int64_t cached_blocks() const { return kv_.num_cached(); }
 
   // ReplicaView
   const std::deque<Sequence*>& waiting() const override { return waiting_; }

@@ -38,7 +38,34 @@ Simulator::Simulator(const SimOptions& options, std::vector<std::unique_ptr<Poli
                      });
   for (auto& rep : replicas_) rep->enable_grouping(leaps);
   if (max_concurrency_ > 0) narrow_horizons_ = false;
+  router_ = options.router ? options.router() : make_round_robin_router();
+  session_affinity_ = options.session_affinity;
+  // A router that reads the replicas' state may send the next request anywhere: every replica's
+  // horizon is then the next arrival anywhere, and no leap goes past an arrival (the state a router
+  // reads at an arrival is the state of stepping there).
+  routing_reads_state_ = !router_->next_in_turn().has_value();
+  if (routing_reads_state_ || !session_affinity_) narrow_horizons_ = false;
 }
+
+namespace {
+
+// The replicas as routers see them.
+class ReplicasView final : public RouterView {
+ public:
+  explicit ReplicasView(const std::vector<std::unique_ptr<Replica>>& replicas) : replicas_(replicas) {}
+  size_t replicas() const override { return replicas_.size(); }
+  ReplicaLoad load(size_t i) const override {
+    const Replica& r = *replicas_[i];
+    return {static_cast<int64_t>(r.outstanding()), r.kv_blocks_used(), r.kv_blocks_total()};
+  }
+  int64_t cached_prefix_tokens(size_t i, Request& r) const override { return replicas_[i]->cached_prefix_tokens(r); }
+  int64_t cached_blocks(size_t i) const override { return replicas_[i]->cached_blocks(); }
+
+ private:
+  const std::vector<std::unique_ptr<Replica>>& replicas_;
+};
+
+}  // namespace
 
 Simulator::Simulator(const std::vector<RequestSpec>& specs, const SimOptions& options,
                      std::vector<std::unique_ptr<Policy>> policies,
@@ -189,12 +216,12 @@ void Simulator::send(Request& r, Time now) {
   r.arrival = now;
   ++in_flight_;
   size_t target;
-  if (r.spec->after.empty()) {
-    target = round_robin_;
-    round_robin_ = (round_robin_ + 1) % replicas_.size();
-  } else {
-    // Session affinity: follow the first parent, whose KV blocks are cached there.
+  if (!r.spec->after.empty() && session_affinity_) {
+    // Follow the first parent, whose KV blocks are cached there.
     target = static_cast<size_t>(requests_[static_cast<size_t>(r.spec->after.front())].replica);
+  } else {
+    target = router_->route(r, ReplicasView(replicas_));
+    assert(target < replicas_.size());
   }
   replicas_[target]->enqueue(&r, now);
 }
@@ -272,7 +299,8 @@ void Simulator::schedule_idle(Time now) {
     const auto id = static_cast<int32_t>(s.replica);
     if (s.end != kNever) {
       const Time end = !leaps || !rep.can_leap() ? s.end
-                       : rep.leap(rep.leap_ignores_arrivals() ? kNever : horizon(s.replica, now));
+                       : rep.leap(rep.leap_ignores_arrivals() && !routing_reads_state_ ? kNever
+                                                                                      : horizon(s.replica, now));
       events_.push(end, EventKind::kIterationEnd, id);
     } else if (rep.wake_at() != kNever && rep.wake_at() > now &&
                rep.wake_at() != pending_wake_[s.replica]) {
@@ -286,7 +314,7 @@ Time Simulator::horizon(size_t i, Time now) {
   if (narrow_horizons_) {
     // Round robin sends replica i the m-th next independent request.
     const size_t count = replicas_.size();
-    const size_t m = (i + count - round_robin_) % count;
+    const size_t m = (i + count - *router_->next_in_turn()) % count;
     Time h = arrival_after(m);
     if (!child_arrivals_[i].empty()) h = std::min(h, child_arrivals_[i].top());
     return h;

@@ -1,7 +1,7 @@
 // The discrete-event simulation of one run: a workload's requests arrive, are routed to replicas
-// (round robin; a request that depends on others goes where its first parent went, so that a
-// conversation stays with its prefix cache), and each replica runs iterations back to back while it
-// has work.
+// (by a router, round robin unless told otherwise; with session affinity, a request that depends on
+// others goes where its first parent went, so that a conversation stays with its prefix cache), and
+// each replica runs iterations back to back while it has work.
 //
 // With max_concurrency, a request whose time has come is held until fewer than that many are in
 // flight (a closed loop, as `vllm bench serve --max-concurrency`).
@@ -27,6 +27,7 @@
 
 #include "backends/backend.h"
 #include "policies/policy.h"
+#include "routers/router.h"
 #include "sim/event_queue.h"
 #include "sim/recorder.h"
 #include "sim/replica.h"
@@ -54,6 +55,12 @@ struct SimOptions {
   // every iteration, only faster. False: run every iteration one by one, every item listed (for
   // checking).
   bool leap = true;
+  // Makes the router that picks each independent request's replica (routers/registry.h); empty:
+  // round robin.
+  std::function<std::unique_ptr<Router>()> router;
+  // A request with parents (a conversation's next turn) goes where its first parent went, where its
+  // conversation's KV blocks are cached, without asking the router.
+  bool session_affinity = true;
 };
 
 struct RunResult {
@@ -121,7 +128,9 @@ class Simulator {
   EventQueue events_;
   std::vector<int32_t> independent_;  // requests without parents, by arrival (stable)
   size_t next_arrival_ = 0;           // into independent_
-  size_t round_robin_ = 0;
+  std::unique_ptr<Router> router_;
+  bool session_affinity_ = true;
+  bool routing_reads_state_ = false;  // the router looks at the replicas (all but round robin)
   // Dependencies: children of request i are children_[child_start_[i] .. child_start_[i + 1]).
   std::vector<int32_t> child_start_, children_;
   std::vector<int32_t> parents_left_;

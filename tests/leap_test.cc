@@ -14,6 +14,7 @@
 #include "backends/roofline_backend.h"
 #include "policies/registry.h"
 #include "sim/simulator.h"
+#include "routers/registry.h"
 #include "tests/generated_workloads.h"
 #include "tests/sim_harness.h"
 #include "workloads/workload.h"
@@ -160,6 +161,36 @@ TEST_P(Leap, GivesExactlyTheResultsOfSteppingEveryIteration) {
 
 INSTANTIATE_TEST_SUITE_P(EveryPolicy, Leap, ::testing::ValuesIn(registered_policies()),
                          policy_test_name);
+
+// Routers that read the replicas' state (KV use, requests in flight, prefix caches) see, at every
+// arrival, exactly what stepping every iteration would show them: leaps stop at arrivals anywhere.
+TEST(LeapRouters, EveryRouterGivesTheResultsOfStepping) {
+  const std::vector<std::vector<RequestSpec>> all = workloads();
+  int64_t leapt = 0;
+  for (const RouterInfo& router : router_registry()) {
+    const PolicyInfo& policy = *find_policy(router.needs_prefix_caching ? "prefix-cached" : "chunked-prefill").value();
+    for (size_t w = 0; w < all.size(); ++w) {
+      for (const auto& [kv_blocks, affinity] : {std::pair<int64_t, bool>{-1, true}, {300, true}, {300, false}}) {
+        SCOPED_TRACE(std::string(router.name) + " workload " + std::to_string(w) + " kv_blocks=" +
+                     std::to_string(kv_blocks) + " session_affinity=" + std::to_string(affinity));
+        SimOptions o = generated_options(kv_blocks, 3);
+        o.session_affinity = affinity;
+        o.router = [&router] { return router.make(toml::table{}, 7).value(); };
+        const Outcome stepped = simulate(all[w], policy, "", o, false);
+        const Outcome leaping = simulate(all[w], policy, "", o, true);
+        ASSERT_EQ(stepped.result.outcome, RunOutcome::kDone) << stepped.result.error;
+        ASSERT_EQ(leaping.result.outcome, RunOutcome::kDone) << leaping.result.error;
+        leapt += leaping.leapt;
+        ASSERT_EQ(leaping.requests, stepped.requests);
+        ASSERT_EQ(leaping.iterations.size(), stepped.iterations.size());
+        for (size_t i = 0; i < stepped.iterations.size(); ++i) {
+          ASSERT_TRUE(key(leaping.iterations[i]) == key(stepped.iterations[i]));
+        }
+      }
+    }
+  }
+  EXPECT_GT(leapt, 0);
+}
 
 // The roofline's run of decodes prices each step exactly as price() prices that step's batch.
 TEST(LeapRoofline, DecodeRunStepsEqualPricingEachBatch) {
