@@ -32,7 +32,7 @@ void print_overview(std::ostream& out) {
          "  sim merge A.db B.db ... --into ALL.db          the runs (and sweeps) of several files in one\n"
          "  sim report [--db FILE] [--run ID | --sweep [ID]] [--format text|json|csv|vllm-json] [--bootstrap N]\n"
          "  sim compare RUN RUN ... [--db FILE]           runs' metrics side by side, with differences\n"
-         "  sim list runs|policies|backends|hardware|models\n"
+         "  sim list runs|policies|routers|backends|hardware|models\n"
          "  sim validate [--db FILE] [--run ID] [--hardware FILE]   prediction error of a measured run\n"         "  sim validate --vllm-result FILE [run options]   a vllm bench serve result against its replay\n"
          "  sim calibrate [--db FILE] [--run ID] --out FILE         fit a hardware file to it\n"
          "  sim probe --out FILE                         measure this host into a hardware file\n\n"

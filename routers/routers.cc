@@ -98,16 +98,20 @@ class PowerOfTwoRouter final : public Router {
   Rng rng_;
 };
 
-// SGLang's cache-aware router (sgl-router, policies/cache_aware.rs; defaults of router_args.py),
-// on the replicas' real prefix caches rather than its approximate radix tree of past requests:
+// SGLang's cache-aware router in its event-driven mode, the one that routes by the workers' real KV
+// caches (sgl-model-gateway, src/policies/cache_aware.rs: "Event-Driven (gRPC + KV events)"; the
+// balance thresholds' defaults from its router_args.py), as the replicas' block managers answer it:
 //   1. the load of a replica is its requests in flight; the replicas are imbalanced when
 //      max - min > balance_abs_threshold and max > min x balance_rel_threshold: then the least
 //      loaded replica (shortest queue);
 //   2. otherwise the replica whose cache holds the longest prefix of the prompt (fewer in flight,
-//      then the lowest index, among equals), if that prefix is more than cache_threshold of the
-//      prompt;
-//   3. otherwise the replica whose cache holds the fewest blocks (the most room; fewer in flight
-//      among equals).
+//      then fewer cached blocks, then the lowest index, among equals), if that prefix is more than
+//      cache_threshold of the prompt (0: any prefix at all);
+//   3. otherwise (no cached prefix) the least loaded replica (fewer cached blocks among equals).
+// SGLang's default mode guesses the caches from an approximate radix tree of the prompts it routed
+// and, without a match, prefers the worker with the smallest tree; with the real caches that rule
+// would pile requests onto whichever replica's cache is emptiest until the imbalance test fires, so
+// the event-driven fallback, the least loaded replica, is the one implemented.
 class PrefixAwareRouter final : public Router {
  public:
   PrefixAwareRouter(double cache_threshold, int64_t abs_threshold, double rel_threshold)
@@ -124,24 +128,30 @@ class PrefixAwareRouter final : public Router {
     if (hi - lo > abs_threshold_ && static_cast<double>(hi) > static_cast<double>(lo) * rel_threshold_) {
       return least_outstanding(view);
     }
+    // Ordered by prefix (more first), then load, then cached blocks (fewer first); the lowest index
+    // among equals.
+    const auto better = [&](size_t a, int64_t a_prefix, size_t b, int64_t b_prefix) {
+      if (a_prefix != b_prefix) return a_prefix > b_prefix;
+      const int64_t la = view.load(a).outstanding, lb = view.load(b).outstanding;
+      if (la != lb) return la < lb;
+      return view.cached_blocks(a) < view.cached_blocks(b);
+    };
     size_t best = 0;
-    int64_t best_cached = -1;
-    for (size_t i = 0; i < n; ++i) {
-      const int64_t cached = view.cached_prefix_tokens(i, r);
-      if (cached > best_cached ||
-          (cached == best_cached && view.load(i).outstanding < view.load(best).outstanding)) {
-        best_cached = cached;
+    int64_t best_prefix = view.cached_prefix_tokens(0, r);
+    for (size_t i = 1; i < n; ++i) {
+      const int64_t prefix = view.cached_prefix_tokens(i, r);
+      if (better(i, prefix, best, best_prefix)) {
         best = i;
+        best_prefix = prefix;
       }
     }
-    const double rate = static_cast<double>(best_cached) / static_cast<double>(std::max(1, r.spec->prompt_tokens));
-    if (rate > cache_threshold_) return best;
-    size_t roomiest = 0;
+    const double rate = static_cast<double>(best_prefix) / static_cast<double>(std::max(1, r.spec->prompt_tokens));
+    if (best_prefix > 0 && rate > cache_threshold_) return best;
+    size_t lightest = 0;
     for (size_t i = 1; i < n; ++i) {
-      const int64_t a = view.cached_blocks(i), b = view.cached_blocks(roomiest);
-      if (a < b || (a == b && view.load(i).outstanding < view.load(roomiest).outstanding)) roomiest = i;
+      if (better(i, 0, lightest, 0)) lightest = i;
     }
-    return roomiest;
+    return lightest;
   }
 
  private:
@@ -164,7 +174,7 @@ Result<std::unique_ptr<Router>> without_options(const toml::table& options, uint
 
 Result<std::unique_ptr<Router>> make_prefix_aware(const toml::table& options, uint64_t) {
   OptionReader r(options, "router");
-  const double cache = r.number("cache_threshold", 0.3, 0, 1);
+  const double cache = r.number("cache_threshold", 0.0, 0, 1);
   const int64_t abs = r.integer("balance_abs_threshold", 64, 0, std::numeric_limits<int32_t>::max());
   const double rel = r.number("balance_rel_threshold", 1.5, 1, 1e9);
   r.reject_unknown();
@@ -189,10 +199,11 @@ const std::vector<RouterInfo>& router_registry() {
       {"power-of-two", "two replicas drawn at random, the one with fewer requests in flight (seeded)", "", false,
        &without_options<PowerOfTwoRouter>},
       {"prefix-aware",
-       "SGLang's cache-aware router on the replicas' real prefix caches: the longest cached prefix "
-       "unless the load is imbalanced (needs --policy prefix-cached)",
-       "cache_threshold = 0.3 (share of the prompt cached to follow the cache), balance_abs_threshold = 64, "
-       "balance_rel_threshold = 1.5 (imbalanced: max - min > abs and max > min x rel in requests in flight)",
+       "SGLang's cache-aware router (event-driven mode) on the replicas' real prefix caches: the longest "
+       "cached prefix, else the least loaded, unless the load is imbalanced (needs --policy prefix-cached)",
+       "cache_threshold = 0 (share of the prompt that must be cached to follow the cache; 0: any prefix), "
+       "balance_abs_threshold = 64, balance_rel_threshold = 1.5 (imbalanced: max - min > abs and "
+       "max > min x rel, in requests in flight: then the least loaded)",
        true, &make_prefix_aware},
   };
   return kRouters;

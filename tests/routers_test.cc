@@ -103,17 +103,17 @@ TEST(Routers, PowerOfTwoTakesTheLighterOfTwoAndRandomIsUniformBothSeeded) {
   EXPECT_NE(x, z);
 }
 
-// SGLang's cache-aware rule, step by step (routers.cc).
+// SGLang's cache-aware rule (event-driven mode), step by step (routers.cc).
 TEST(Routers, PrefixAwareFollowsTheCacheUnlessImbalanced) {
   Asked a(64);
   auto r = make("prefix-aware");
   FakeView v;
   v.loads = {{2, 0, 100}, {3, 0, 100}, {2, 0, 100}};
-  v.cached = {0, 32, 16};
-  v.blocks = {5, 9, 1};
-  EXPECT_EQ(r->route(a.request, v), 1u);  // 32 / 64 = 0.5 > 0.3: the longest cached prefix
   v.cached = {0, 16, 8};
-  EXPECT_EQ(r->route(a.request, v), 2u);  // 0.25 <= 0.3: the fewest cached blocks
+  v.blocks = {5, 9, 1};
+  EXPECT_EQ(r->route(a.request, v), 1u);  // the longest cached prefix, even a short one
+  v.cached = {0, 0, 0};
+  EXPECT_EQ(r->route(a.request, v), 2u);  // none cached: the least loaded (2 and 0 tie: fewer blocks)
   v.cached = {32, 32, 0};
   v.loads = {{4, 0, 100}, {3, 0, 100}, {0, 0, 100}};
   EXPECT_EQ(r->route(a.request, v), 1u);  // equal prefixes: fewer in flight
@@ -123,7 +123,9 @@ TEST(Routers, PrefixAwareFollowsTheCacheUnlessImbalanced) {
   v.loads = {{100, 0, 100}, {70, 0, 100}, {70, 0, 100}};
   EXPECT_EQ(r->route(a.request, v), 0u);  // 30 apart: balanced enough, the cache wins
   auto strict = make("prefix-aware", "cache_threshold = 0.9\nbalance_abs_threshold = 8");
-  // 30 > 8 but 100 <= 70 x 1.5: balanced; 48 / 64 = 0.75 <= 0.9: the fewest cached blocks.
+  // 30 > 8 but 100 <= 70 x 1.5: balanced; 48 / 64 = 0.75 <= 0.9: the least loaded (1 and 2 tie at
+  // 70: fewer cached blocks).
+  v.blocks = {5, 9, 1};
   EXPECT_EQ(strict->route(a.request, v), 2u);
 }
 
