@@ -6,6 +6,7 @@
 #include "backends/cuda_plugin.h"
 #include "backends/roofline_backend.h"
 #include "backends/unit.h"
+#include "sim/registry_lookup.h"
 
 namespace servesim {
 
@@ -40,10 +41,7 @@ const std::vector<BackendInfo>& backend_registry() {
 
 Result<const BackendInfo*> find_backend(std::string_view name) {
   std::string known;
-  for (const BackendInfo& b : backend_registry()) {
-    if (b.name == name) return &b;
-    known += (known.empty() ? "" : ", ") + std::string(b.name);
-  }
+  if (const BackendInfo* b = find_by_name(backend_registry(), name, &known)) return b;
   std::string msg = "unknown backend '" + std::string(name) + "' (known: " + known + ")";
   if (name == "cuda") {
     msg = "backend 'cuda' is not built: no CUDA toolkit was found when servesim was built "

@@ -6,6 +6,8 @@
 
 #include <string>
 
+#include "sim/registry_lookup.h"
+
 namespace servesim {
 
 const std::vector<PolicyInfo>& policy_registry() {
@@ -42,10 +44,7 @@ const std::vector<PolicyInfo>& policy_registry() {
 
 Result<const PolicyInfo*> find_policy(std::string_view name) {
   std::string known;
-  for (const PolicyInfo& p : policy_registry()) {
-    if (p.name == name) return &p;
-    known += (known.empty() ? "" : ", ") + std::string(p.name);
-  }
+  if (const PolicyInfo* p = find_by_name(policy_registry(), name, &known)) return p;
   return Error{"unknown policy '" + std::string(name) + "' (known: " + known + ")"};
 }
 

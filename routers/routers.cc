@@ -8,6 +8,7 @@
 
 #include "routers/registry.h"
 #include "sim/options.h"
+#include "sim/registry_lookup.h"
 #include "sim/request.h"
 #include "workloads/rng.h"
 
@@ -211,10 +212,7 @@ const std::vector<RouterInfo>& router_registry() {
 
 Result<const RouterInfo*> find_router(std::string_view name) {
   std::string known;
-  for (const RouterInfo& r : router_registry()) {
-    if (r.name == name) return &r;
-    known += (known.empty() ? "" : ", ") + std::string(r.name);
-  }
+  if (const RouterInfo* r = find_by_name(router_registry(), name, &known)) return r;
   return Error{"unknown router '" + std::string(name) + "' (known: " + known + ")"};
 }
 
