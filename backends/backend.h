@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <span>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -16,6 +17,8 @@
 namespace servesim {
 
 // What a backend is built from: the run configuration's hardware, model and memory settings.
+struct SpecsCache;
+
 struct BackendSetup {
   std::string hardware;                // a hardware file (resolved); "" = the backend's default
   std::string model;                   // a config.json (resolved); "" = the backend's default
@@ -32,6 +35,9 @@ struct BackendSetup {
   // The hardware file's calibration sample to price with (its [calibration] table); -1: the file's
   // own values.
   int64_t hardware_sample = -1;
+  // Shared by the replicas of one run, so that a thousand replicas read the hardware and model
+  // files once (backends/specs.h); null: each backend reads them.
+  std::shared_ptr<SpecsCache> specs_cache;
 };
 
 struct IterationResult {

@@ -7,8 +7,30 @@
 
 namespace servesim {
 
+static Result<Specs> load_specs_uncached(const BackendSetup& setup, const char* default_hardware,
+                                  const char* default_model);
+
 Result<Specs> load_specs(const BackendSetup& setup, const char* default_hardware,
                          const char* default_model) {
+  std::string key;
+  if (setup.specs_cache) {
+    key = (setup.hardware.empty() ? default_hardware : setup.hardware) + std::string(1, '\0') +
+          (setup.model.empty() ? default_model : setup.model) + std::string(1, '\0') + std::to_string(setup.tp) +
+          "/" + std::to_string(setup.hardware_sample);
+    const std::lock_guard<std::mutex> lock(setup.specs_cache->mutex);
+    const auto found = setup.specs_cache->loaded.find(key);
+    if (found != setup.specs_cache->loaded.end()) return found->second;
+  }
+  Result<Specs> specs = load_specs_uncached(setup, default_hardware, default_model);
+  if (specs.ok() && setup.specs_cache) {
+    const std::lock_guard<std::mutex> lock(setup.specs_cache->mutex);
+    setup.specs_cache->loaded.emplace(key, specs.value());
+  }
+  return specs;
+}
+
+static Result<Specs> load_specs_uncached(const BackendSetup& setup, const char* default_hardware,
+                                  const char* default_model) {
   Result<std::string> hw_path = resolve_preset(
       setup.hardware.empty() ? default_hardware : setup.hardware, PresetKind::kHardware, "--hardware");
   if (!hw_path.ok()) return hw_path.error();

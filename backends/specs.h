@@ -3,6 +3,10 @@
 // for the real engines the weights.
 #pragma once
 
+#include <map>
+#include <mutex>
+#include <string>
+
 #include "backends/backend.h"
 #include "backends/hardware.h"
 #include "backends/kv_memory.h"
@@ -17,7 +21,14 @@ struct Specs {
   ModelSpec model;
 };
 
-// Resolves and loads setup.hardware and setup.model, or the given presets when they are empty.
+// The files one run's backends loaded, by what they asked for (files, tp, calibration sample).
+struct SpecsCache {
+  std::mutex mutex;
+  std::map<std::string, Specs> loaded;
+};
+
+// Resolves and loads setup.hardware and setup.model, or the given presets when they are empty; once
+// per run when setup.specs_cache is set.
 Result<Specs> load_specs(const BackendSetup& setup, const char* default_hardware,
                          const char* default_model);
 

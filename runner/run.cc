@@ -11,6 +11,7 @@
 #include "analysis/db_recorder.h"
 #include "analysis/progress.h"
 #include "backends/registry.h"
+#include "backends/specs.h"
 #include "policies/registry.h"
 #include "routers/registry.h"
 #include "sim/presets.h"
@@ -96,6 +97,7 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
   setup.weights = config.engine_weights;
   setup.seed = config.seed.value_or(0);
   setup.hardware_sample = config.hardware_sample;
+  setup.specs_cache = std::make_shared<SpecsCache>();
   for (int32_t i = 0; i < config.replicas; ++i) {
     Result<std::unique_ptr<Policy>> p = policy_info.value()->make(config.policy_options);
     if (!p.ok()) return p.error();

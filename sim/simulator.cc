@@ -32,6 +32,8 @@ Simulator::Simulator(const SimOptions& options, std::vector<std::unique_ptr<Poli
         &more_arrivals_, &settled_));
   }
   pending_wake_.assign(replicas_.size(), kNever);
+  touched_flag_.assign(replicas_.size(), 0);
+  for (size_t i = 0; i < replicas_.size(); ++i) touch(i);
   child_arrivals_.resize(replicas_.size());
   const bool leaps = options.leap && std::all_of(recorders_.begin(), recorders_.end(), [](const Recorder* r) {
                        return r->accepts_grouped_decodes();
@@ -224,6 +226,7 @@ void Simulator::send(Request& r, Time now) {
     assert(target < replicas_.size());
   }
   replicas_[target]->enqueue(&r, now);
+  touch(target);
 }
 
 void Simulator::settle_dependents(Time now) {
@@ -285,12 +288,16 @@ void Simulator::schedule_idle(Time now) {
   // First every idle replica forms its batch; then those whose batch repeats leap, knowing when the
   // others' first iterations end; the events go in, in replica order.
   starting_.clear();
-  for (size_t i = 0; i < replicas_.size(); ++i) {
+  // In replica order, as if every replica were asked (those untouched would not start anything).
+  std::sort(touched_.begin(), touched_.end());
+  for (const size_t i : touched_) {
+    touched_flag_[i] = 0;
     Replica& rep = *replicas_[i];
     if (rep.busy()) continue;
     starting_.push_back({i, rep.start_iteration(now)});
     if (!rep.failure().empty() && failure_.empty()) failure_ = rep.failure();
   }
+  touched_.clear();
   // A request settled while scheduling (a rejection) may release another at `now`, which under a
   // wide horizon any replica may receive before its first iteration ends.
   const bool leaps = failure_.empty() && (narrow_horizons_ || settled_.empty());
@@ -358,8 +365,14 @@ RunResult Simulator::run(const std::atomic<bool>* stop) {
         const Event e = events_.pop();
         const auto t = static_cast<size_t>(e.target);
         switch (e.kind) {
-          case EventKind::kIterationEnd: replicas_[t]->finish_iteration(now); break;
-          case EventKind::kWake: pending_wake_[t] = kNever; break;
+          case EventKind::kIterationEnd:
+            replicas_[t]->finish_iteration(now);
+            touch(t);
+            break;
+          case EventKind::kWake:
+            pending_wake_[t] = kNever;
+            touch(t);
+            break;
           case EventKind::kArrival:
             --pending_dependents_;
             child_arrivals_[static_cast<size_t>(requests_[static_cast<size_t>(requests_[t].spec->after.front())].replica)].pop();
@@ -385,7 +398,14 @@ RunResult Simulator::run(const std::atomic<bool>* stop) {
     // scheduled dependent arrival) may release one. Dependent requests whose parents merely wait,
     // and requests held by max_concurrency while every request in flight merely waits, do not
     // count: a policy waiting for them would wait forever.
-    more_arrivals_ = has_next_arrival() || ((pending_dependents_ > 0 || !held_.empty()) && !events_.empty());
+    const bool more = has_next_arrival() || ((pending_dependents_ > 0 || !held_.empty()) && !events_.empty());
+    if (more != more_arrivals_) {
+      // A policy that waited for more arrivals (a static batch filling up) decides otherwise now.
+      for (size_t i = 0; i < replicas_.size(); ++i) {
+        if (replicas_[i]->outstanding() > 0) touch(i);
+      }
+    }
+    more_arrivals_ = more;
     schedule_idle(now);
     settle_dependents(now);  // releases and rejections made while scheduling
   }

@@ -166,6 +166,17 @@ class Simulator {
     Time end;  // of its first iteration, or kNever when it did not start one
   };
   std::vector<Starting> starting_;  // schedule_idle's replicas (reused)
+  // The replicas whose next decision may have changed since schedule_idle last asked them (a request
+  // sent to them, an iteration ended, a wake-up, the end of arrivals): only these are asked, so that
+  // an event costs the same whatever the number of replicas. Each at most once in touched_.
+  void touch(size_t replica) {
+    if (touched_flag_[replica] == 0) {
+      touched_flag_[replica] = 1;
+      touched_.push_back(replica);
+    }
+  }
+  std::vector<size_t> touched_;
+  std::vector<uint8_t> touched_flag_;
 };
 
 }  // namespace servesim
