@@ -22,30 +22,14 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from replay_100k import ROOT, db_megabytes, run_once  # noqa: E402
+from run_1m import WORKLOAD  # noqa: E402  (the same generated workload)
 
-WORKLOAD = """[generate]
-requests = {n}
-seed = 1
-[generate.arrival]
-process = "poisson"
-rate = {rate}
-[generate.prompt_tokens]
-dist = "lognormal"
-median = 500.0
-sigma = 1.0
-max = 8000
-[generate.output_tokens]
-dist = "pareto"
-shape = 1.5
-scale = 50.0
-max = 2000
-"""
 
 
 def case(sim, tmp, n, replicas):
     toml = os.path.join(tmp, f"w{n}_{replicas}.toml")
     with open(toml, "w") as f:
-        f.write(WORKLOAD.format(n=n, rate=4.0 * replicas))
+        f.write(WORKLOAD.format(n=n, rate=4.0 * replicas, scale=50))
     db = os.path.join(tmp, "s.db")
     wall, cpu, rss = run_once([sim, "--trace", toml, "--replicas", str(replicas), "--policy", "chunked-prefill",
                                "--db", db, "--log", "summary", "--quiet"])
