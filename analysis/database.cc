@@ -360,7 +360,8 @@ Result<int64_t> Database::begin_run(const RunInfo& info) {
   }
   sqlite3_bind_int(stmt, 13, info.replicas);
   sqlite3_bind_int(stmt, 14, info.tp);
-  sqlite3_bind_int64(stmt, 15, static_cast<sqlite3_int64>(info.replicas) * info.tp);
+  sqlite3_bind_int64(stmt, 15, info.gpus >= 0 ? static_cast<sqlite3_int64>(info.gpus)
+                                              : static_cast<sqlite3_int64>(info.replicas) * info.tp);
   if (info.sweep_id > 0) {
     sqlite3_bind_int64(stmt, 16, info.sweep_id);
   } else {

@@ -56,6 +56,7 @@ struct RunInfo {
   std::string host{};         // the machine that runs it ("" = NULL)
   int64_t pid = 0;            // the process that writes it (0 = NULL)
   int32_t replicas = 1, tp = 1;
+  int64_t gpus = -1;          // -1: replicas x tp (mixed hardware: the groups' sum)
   int64_t sweep_id = 0;       // the sweep or search it is a point of (0 = NULL)
 };
 

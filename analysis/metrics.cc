@@ -32,8 +32,8 @@ const std::vector<std::string_view>& names() {
     }
     for (const char* n : {"slot_utilization", "kv_utilization_mean", "preemptions", "iterations",
                           "prefix_hit_rate", "prefix_request_hit_rate", "overloaded",
-                          "backlog_growth", "backlog_growth_share", "gpus", "kv_blocks_per_replica",
-                          "kv_tokens_per_replica", "kv_gib_per_replica", "cost_per_hour",
+                          "backlog_growth", "backlog_growth_share", "gpus", "replica_groups",
+                          "kv_blocks_per_replica", "kv_blocks_total", "kv_tokens_per_replica", "kv_gib_per_replica", "cost_per_hour",
                           "cost_per_million_output_tokens"}) {
       v.emplace_back(n);
     }
@@ -411,6 +411,10 @@ std::vector<Metric> MetricsAccumulator::compute(std::vector<QuantilePoint>* quan
     out.push_back({"backlog_growth", trend.growth});
     out.push_back({"backlog_growth_share", trend.share()});
   }
+  if (!options_.groups.empty()) {
+    mixed_deployment_metrics(out, duration);
+    return out;
+  }
   const double gpus = static_cast<double>(options_.replicas) * options_.tp;
   out.push_back({"gpus", gpus});
   if (options_.kv_blocks >= 0) {
@@ -431,6 +435,35 @@ std::vector<Metric> MetricsAccumulator::compute(std::vector<QuantilePoint>* quan
     }
   }
   return out;
+}
+
+void MetricsAccumulator::mixed_deployment_metrics(std::vector<Metric>& out, double duration) const {
+  // The groups' GPUs and cost added up; the KV blocks in all (per replica only when every group
+  // has the same).
+  double gpus = 0, per_hour = 0, kv_total = 0;
+  bool priced = true, unlimited = false, same_kv = true;
+  for (const ReplicaGroupShape& g : options_.groups) {
+    const double n = static_cast<double>(g.count) * g.tp;
+    gpus += n;
+    priced = priced && g.price_per_gpu_hour > 0;
+    per_hour += n * g.price_per_gpu_hour;
+    unlimited = unlimited || g.kv_blocks < 0;
+    kv_total += static_cast<double>(g.count) * static_cast<double>(g.kv_blocks);
+    same_kv = same_kv && g.kv_blocks == options_.groups.front().kv_blocks;
+  }
+  out.push_back({"gpus", gpus});
+  out.push_back({"replica_groups", static_cast<double>(options_.groups.size())});
+  if (!unlimited) {
+    if (same_kv) out.push_back({"kv_blocks_per_replica", static_cast<double>(options_.groups.front().kv_blocks)});
+    out.push_back({"kv_blocks_total", kv_total});
+  }
+  if (priced) {
+    out.push_back({"cost_per_hour", per_hour});
+    if (duration > 0 && output_tokens_ > 0) {
+      const double tokens_per_hour = static_cast<double>(output_tokens_) / duration * 3600;
+      out.push_back({"cost_per_million_output_tokens", per_hour / tokens_per_hour * 1e6});
+    }
+  }
 }
 
 }  // namespace servesim

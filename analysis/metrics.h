@@ -29,6 +29,14 @@ struct Metric {
   double value;
 };
 
+// One group of a mixed deployment (`[[replicas]]`), for the GPU, cost and KV metrics.
+struct ReplicaGroupShape {
+  int32_t count = 1, tp = 1;
+  double price_per_gpu_hour = 0;  // 0: unknown
+  int64_t kv_blocks = -1;         // per replica; -1: unlimited
+  double kv_bytes_per_token = 0;  // per replica
+};
+
 struct MetricsOptions {
   int32_t max_num_seqs = 1;  // per replica, for slot_utilization
   int32_t replicas = 1;
@@ -43,6 +51,9 @@ struct MetricsOptions {
   int64_t expected_requests = 0;  // the workload's size when known, to size the samples once
   // Percentiles to compute beyond kStandardPercentiles (vLLM's --metric-percentiles), in (0, 100].
   std::vector<double> percentiles{};
+  // Mixed hardware: the groups (their counts add up to replicas); then gpus, the cost and the KV
+  // metrics come from them rather than from tp, price_per_gpu_hour and kv_blocks.
+  std::vector<ReplicaGroupShape> groups{};
 };
 
 // The percentiles every run stores for each latency (name_p25 ... name_p99), beside name_mean and
@@ -152,6 +163,8 @@ class MetricsAccumulator : public Recorder {
  private:
   bool has_slos() const { return options_.slo_ttft > 0 || options_.slo_tpot > 0 || options_.slo_e2el > 0; }
   void count_iteration(int32_t replica, Time duration, int32_t emitted, int64_t kv_used, int64_t kv_total);
+  // gpus, replica_groups, kv_blocks_total (and kv_blocks_per_replica when the groups agree), the cost.
+  void mixed_deployment_metrics(std::vector<Metric>& out, double duration) const;
 
   // Sums kept in integers, so that they do not depend on the order replicas report in.
   __extension__ typedef __int128 Wide;

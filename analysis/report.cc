@@ -193,11 +193,16 @@ void print_summary(std::ostream& out, const SummaryHeader& header,
   if (!header.workload.empty()) line(out, "Workload:", header.workload);
   if (!unit || header.replicas > 1) {
     const double* gpus = find(metrics, "gpus");
+    const double* groups = find(metrics, "replica_groups");
+    const std::string shape = groups ? " in " + integer(*groups) + " groups (see hardware)"
+                                     : " x tp " + std::to_string(header.tp);
     line(out, "Deployment:",
          std::to_string(header.replicas) + (header.replicas == 1 ? " replica" : " replicas") +
-             (unit ? "" : " x tp " + std::to_string(header.tp) + " = " +
-                              (gpus ? integer(*gpus) : std::to_string(header.replicas * header.tp)) +
+             (unit ? "" : shape + " = " + (gpus ? integer(*gpus) : std::to_string(header.replicas * header.tp)) +
                               " GPUs"));
+  }
+  if (const double* total = find(metrics, "kv_blocks_total"); total && !find(metrics, "kv_blocks_per_replica")) {
+    line(out, "KV cache, all replicas:", integer(*total) + " blocks");
   }
   if (const double* blocks = find(metrics, "kv_blocks_per_replica")) {
     std::string kv = integer(*blocks) + " blocks";

@@ -98,13 +98,32 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
   setup.seed = config.seed.value_or(0);
   setup.hardware_sample = config.hardware_sample;
   setup.specs_cache = std::make_shared<SpecsCache>();
-  for (int32_t i = 0; i < config.replicas; ++i) {
-    Result<std::unique_ptr<Policy>> p = policy_info.value()->make(config.policy_options);
-    if (!p.ok()) return p.error();
-    policies.push_back(std::move(p.value()));
-    Result<std::unique_ptr<Backend>> b = backend_info.value()->make(setup);
-    if (!b.ok()) return b.error();
-    backends.push_back(std::move(b.value()));
+  // The replicas' groups: the configuration's [[replicas]] (mixed hardware), or one group.
+  std::vector<ReplicaGroup> groups = config.replica_groups;
+  const bool mixed = !groups.empty();
+  if (mixed && backend_info.value()->measures) {
+    return Error{"replicas: [[replicas]] groups of their own hardware are priced by a cost model; the " +
+                 config.backend + " backend measures this one machine (use --backend roofline)"};
+  }
+  if (!mixed) groups.push_back({config.replicas, config.hardware, config.tp});
+  std::vector<size_t> group_first;  // the index of each group's first replica
+  for (const ReplicaGroup& g : groups) {
+    BackendSetup group_setup = setup;
+    if (!g.hardware.empty()) {
+      Result<std::string> p = resolve_preset(g.hardware, PresetKind::kHardware, "replicas.hardware");
+      if (!p.ok()) return p.error();
+      group_setup.hardware = p.value();
+    }
+    if (g.tp > 0) group_setup.tp = g.tp;
+    group_first.push_back(backends.size());
+    for (int32_t i = 0; i < g.count; ++i) {
+      Result<std::unique_ptr<Policy>> p = policy_info.value()->make(config.policy_options);
+      if (!p.ok()) return p.error();
+      policies.push_back(std::move(p.value()));
+      Result<std::unique_ptr<Backend>> b = backend_info.value()->make(group_setup);
+      if (!b.ok()) return b.error();
+      backends.push_back(std::move(b.value()));
+    }
   }
   // The workload: shared by a sweep's points; streamed, for a single run, when it is generated
   // independent requests (a run of millions then holds only those in flight); else loaded.
@@ -184,6 +203,20 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
   info.pid = static_cast<int64_t>(::getpid());
   info.replicas = config.replicas;
   info.tp = config.tp;
+  if (mixed) {
+    // "2 x h100-sxm (tp 2) + 4 x l4": the deployment; tp is the first group's, gpus their sum.
+    info.hardware.clear();
+    info.gpus = 0;
+    for (size_t g = 0; g < groups.size(); ++g) {
+      const Backend& b = *backends[group_first[g]];
+      const int32_t tp = groups[g].tp > 0 ? groups[g].tp : config.tp;
+      info.hardware += (g ? " + " : "") + std::to_string(groups[g].count) + " x " +
+                       preset_display_name(b.hardware_path(), PresetKind::kHardware) +
+                       (tp > 1 ? " (tp " + std::to_string(tp) + ")" : "");
+      info.gpus += static_cast<int64_t>(groups[g].count) * tp;
+    }
+    info.tp = groups.front().tp > 0 ? groups.front().tp : config.tp;
+  }
   info.sweep_id = env.sweep_id;
   if (env.stop != nullptr && env.stop->load()) {  // a signal while loading: nothing is recorded
     RunOutput out;
@@ -220,6 +253,18 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
   mo.kv_blocks = config.kv_blocks >= 0 ? config.kv_blocks : first.kv_blocks(config.block_size);
   mo.block_size = config.block_size;
   mo.kv_bytes_per_token = first.kv_bytes_per_block() / config.block_size;
+  if (mixed) {
+    for (size_t g = 0; g < groups.size(); ++g) {
+      const Backend& b = *backends[group_first[g]];
+      ReplicaGroupShape shape;
+      shape.count = groups[g].count;
+      shape.tp = counts_steps ? 1 : (groups[g].tp > 0 ? groups[g].tp : config.tp);
+      shape.price_per_gpu_hour = config.price_per_hour_usd >= 0 ? config.price_per_hour_usd : b.gpu_price_per_hour();
+      shape.kv_blocks = config.kv_blocks >= 0 ? config.kv_blocks : b.kv_blocks(config.block_size);
+      shape.kv_bytes_per_token = b.kv_bytes_per_block() / config.block_size;
+      mo.groups.push_back(shape);
+    }
+  }
   mo.expected_requests = stream != nullptr ? stream->size() : static_cast<int64_t>(workload->requests.size());
   MetricsAccumulator metrics(mo);
   // The measuring backends log every iteration (`sim validate` and `sim calibrate` read them); so
@@ -284,13 +329,13 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
   header.name = config.name;
   header.policy = config.policy;
   header.backend = counts_steps ? "unit" : config.backend;
-  header.hardware = hardware;
+  header.hardware = mixed ? info.hardware : hardware;
   header.model = model;
   header.workload = trace.value();
   header.mirrors = policy_release(info.config_toml);
   header.status = out.status;
   header.replicas = config.replicas;
-  header.tp = config.tp;
+  header.tp = info.tp;
   header.percentiles = config.metric_percentiles;
   return out;
 }

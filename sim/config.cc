@@ -111,7 +111,34 @@ Result<RunConfig> resolve_config(toml::table table) {
   c.dtype = top.choice("dtype", "", {"fp16", "bf16", "fp32", "fp8", "float16", "bfloat16", "float32"});
   c.gpu_memory_utilization = top.number("gpu_memory_utilization", c.gpu_memory_utilization, 0.01, 1.0);
   c.tp = static_cast<int32_t>(top.integer("tp", c.tp, 1, 1024));
-  c.replicas = static_cast<int32_t>(top.integer("replicas", c.replicas, 1, 4096));
+  if (const toml::array* groups = table.get_as<toml::array>("replicas")) {
+    // [[replicas]] count = 4, hardware = "h100-sxm", tp = 2: groups of a mixed deployment.
+    top.allow("replicas");
+    if (groups->empty()) top.refuse("replicas", "expected at least one [[replicas]] group (count, hardware, tp)");
+    int64_t total = 0;
+    for (size_t g = 0; g < groups->size() && top.ok(); ++g) {
+      const toml::table* group = (*groups)[g].as_table();
+      const std::string name = "replicas[" + std::to_string(g) + "]";
+      if (group == nullptr) {
+        top.refuse("replicas", name + ": expected a table with count, hardware and tp ([[replicas]])");
+        break;
+      }
+      OptionReader r(*group, name);
+      ReplicaGroup rg;
+      rg.count = static_cast<int32_t>(r.integer("count", 0, 1, 4096));
+      rg.hardware = r.string("hardware", "");
+      rg.tp = static_cast<int32_t>(r.integer("tp", 0, 1, 1024));
+      r.reject_unknown();
+      if (!r.ok()) return r.error();
+      if (!group->contains("count")) return Error{where(*group) + ": " + name + ": count is required"};
+      total += rg.count;
+      c.replica_groups.push_back(std::move(rg));
+    }
+    if (top.ok() && total > 4096) top.refuse("replicas", "the groups add up to " + std::to_string(total) + " replicas; at most 4096");
+    c.replicas = static_cast<int32_t>(total);
+  } else {
+    c.replicas = static_cast<int32_t>(top.integer("replicas", c.replicas, 1, 4096));
+  }
   c.hardware_sample = top.integer("hardware_sample", -1, -1, 1'000'000);
   const double inf = std::numeric_limits<double>::infinity();
   c.request_rate = top.number("request_rate", 0, 1e-9, inf);
@@ -228,7 +255,19 @@ std::string config_to_toml(const RunConfig& c, const toml::table& policy_options
   if (!c.dtype.empty()) t.insert("dtype", c.dtype);
   t.insert("gpu_memory_utilization", c.gpu_memory_utilization);
   t.insert("tp", c.tp);
-  t.insert("replicas", c.replicas);
+  if (c.replica_groups.empty()) {
+    t.insert("replicas", c.replicas);
+  } else {
+    toml::array groups;
+    for (const ReplicaGroup& g : c.replica_groups) {
+      toml::table group;
+      group.insert("count", g.count);
+      if (!g.hardware.empty()) group.insert("hardware", g.hardware);
+      if (g.tp > 0) group.insert("tp", g.tp);
+      groups.push_back(std::move(group));
+    }
+    t.insert("replicas", std::move(groups));
+  }
   if (c.hardware_sample >= 0) t.insert("hardware_sample", c.hardware_sample);
   if (c.request_rate > 0) t.insert("request_rate", c.request_rate);
   if (c.burstiness > 0) t.insert("burstiness", c.burstiness);

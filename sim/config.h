@@ -62,6 +62,13 @@
 
 namespace servesim {
 
+// A group of identical replicas in a mixed deployment (`[[replicas]]` in a config file).
+struct ReplicaGroup {
+  int32_t count = 1;
+  std::string hardware;  // as given; "": the run's `hardware`
+  int32_t tp = 0;        // 0: the run's `tp`
+};
+
 struct RunConfig {
   std::string trace;                   // as given (a file or a preset name)
   std::string policy = "continuous";
@@ -85,7 +92,10 @@ struct RunConfig {
   int64_t kv_blocks = -1;              // KV blocks per replica; -1: from the backend
   double gpu_memory_utilization = 0.9; // fraction of device memory for weights, activations, KV
   int32_t tp = 1;                      // tensor-parallel degree
-  int32_t replicas = 1;
+  int32_t replicas = 1;                // in all (the groups' counts added up, when there are groups)
+  // Mixed hardware: groups of replicas, each with its own GPU and tensor parallelism, in this order
+  // (replicas 0 .. count-1 are the first group's). Empty: `replicas` replicas of `hardware` at `tp`.
+  std::vector<ReplicaGroup> replica_groups;
   // The hardware file's calibration sample (its [calibration] table) to price with; -1: the file's
   // own values. `sim --model-uncertainty` sweeps it.
   int64_t hardware_sample = -1;
