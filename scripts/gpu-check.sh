@@ -36,7 +36,7 @@ rm -f "$db" "$db-wal" "$db-shm"
 "$build/sim/sim" validate --db "$db" --hardware "$build/h200-fitted.toml" 2>&1 | log
 before=$("$build/sim/sim" validate --db "$db" | awk '$1 == "all" {print $3}')
 after=$("$build/sim/sim" validate --db "$db" --hardware "$build/h200-fitted.toml" | awk '$1 == "all" {print $3}')
-held=$(grep -h "^Held-out" "$out" | tail -n 1 | sed 's/.*iterations: //')
+held=$(grep -h "^Held-out:" "$out" | tail -n 1 | sed 's/.*iterations: //')
 {
   echo "roofline on this GPU      MAPE (all iterations)"
   echo "h200.toml as shipped      $before"
