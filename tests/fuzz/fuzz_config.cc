@@ -1,8 +1,9 @@
 // Fuzz target: the run configuration (TOML, as --config reads it) with one --set assignment (the
-// input's first line), and the policy options it names.
+// input's first line), and the policy and router options it names.
 #include <string_view>
 
 #include "policies/registry.h"
+#include "routers/registry.h"
 #include "sim/config.h"
 #include "sim/toml_fields.h"
 #include "tests/fuzz/fuzz_util.h"
@@ -18,6 +19,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!apply_set(table.value(), assignment).ok()) return 0;
   Result<RunConfig> config = resolve_config(std::move(table.value()));
   if (!config.ok()) return 0;
+  // The router it names, with its options.
+  if (Result<const RouterInfo*> router = find_router(config.value().router); router.ok()) {
+    (void)router.value()->make(config.value().router_options, 1);
+  }
   Result<const PolicyInfo*> policy = find_policy(config.value().policy);
   if (!policy.ok()) return 0;
   Result<std::unique_ptr<Policy>> made = policy.value()->make(config.value().policy_options);
