@@ -113,6 +113,11 @@ Status apply_flags(const po::variables_map& vm, toml::table& table) {
       {"seed", "seed"}, {"max-num-seqs", "max_num_seqs"},
       {"max-num-batched-tokens", "max_num_batched_tokens"}, {"block-size", "kv.block_size"},
       {"tp", "tp"}, {"replicas", "replicas"}};
+  if (vm.count("replicas") != 0 && table.get_as<toml::array>("replicas") != nullptr) {
+    return Error{"--replicas " + std::to_string(vm["replicas"].as<int64_t>()) +
+                 ": the configuration gives [[replicas]] groups, which it would replace; change the groups' "
+                 "counts, or drop one of the two"};
+  }
   for (const auto& [flag, key] : ints) {
     if (vm.count(flag) == 0) continue;
     Status s = set_path(table, key, toml::value<int64_t>(vm[flag].as<int64_t>()));

@@ -68,6 +68,12 @@ TEST_F(MixedHardware, BadGroupsAreInputErrors) {
       {"trace = \"pareto.toml\"\nbackend = \"cpu\"\n[[replicas]]\ncount = 1\nhardware = \"l4\"\n",
        "the cpu backend measures this one machine"},
   };
+  // --replicas N would silently replace the groups: refused.
+  write("mixed.toml", kMixed);
+  const auto flag = sim({"--config", "mixed.toml", "--replicas", "8", "--db", "flag.db"});
+  EXPECT_EQ(flag.status, 2);
+  EXPECT_NE(flag.output.find("--replicas 8: the configuration gives [[replicas]] groups"), std::string::npos)
+      << flag.output;
   for (const auto& [text, message] : bad) {
     write("bad.toml", text);
     const auto o = sim({"--config", "bad.toml", "--db", "bad.db"});
