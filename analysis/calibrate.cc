@@ -254,28 +254,27 @@ void held_out(const Context& c, const HardwareSpec& start, const CalibrationOpti
   const HardwareSpec fitted = hardware_at(half, o.x.data(), o.theta);
   fit.held_out_before = mape(start, c, test);
   fit.held_out_after = mape(fitted, c, test);
-  for (const std::string kind : kKinds) {
+  // The error on the held-out measurements that `in` picks, before and after.
+  const auto on_test = [&](const std::string& name, const auto& in) {
     std::vector<double> members(n, 0.0);
     size_t count = 0;
     for (size_t i = 0; i < n; ++i) {
-      if (test[i] > 0 && kind_of(c.data[i]) == kind) {
+      if (test[i] > 0 && in(c.data[i])) {
         members[i] = 1;
         ++count;
       }
     }
-    if (count > 0) fit.held_out_by_kind.push_back({kind, count, mape(start, c, members), mape(fitted, c, members)});
+    return CalibrationFit::KindError{name, count, count > 0 ? mape(start, c, members) : 0,
+                                     count > 0 ? mape(fitted, c, members) : 0};
+  };
+  for (const std::string kind : kKinds) {
+    CalibrationFit::KindError e = on_test(kind, [&](const Measurement& m) { return kind_of(m) == kind; });
+    if (e.count > 0) fit.held_out_by_kind.push_back(std::move(e));
   }
   for (size_t model = 0; c.models.size() > 1 && model < c.models.size(); ++model) {
-    std::vector<double> members(n, 0.0);
-    size_t count = 0;
-    for (size_t i = 0; i < n; ++i) {
-      if (test[i] > 0 && static_cast<size_t>(c.data[i].model) == model) {
-        members[i] = 1;
-        ++count;
-      }
-    }
-    fit.held_out_by_model.push_back(
-        {std::to_string(model), count, count > 0 ? mape(start, c, members) : 0, count > 0 ? mape(fitted, c, members) : 0});
+    fit.held_out_by_model.push_back(on_test(std::to_string(model), [&](const Measurement& m) {
+      return static_cast<size_t>(m.model) == model;
+    }));
   }
 }
 

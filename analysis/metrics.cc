@@ -411,59 +411,8 @@ std::vector<Metric> MetricsAccumulator::compute(std::vector<QuantilePoint>* quan
     out.push_back({"backlog_growth", trend.growth});
     out.push_back({"backlog_growth_share", trend.share()});
   }
-  if (!options_.groups.empty()) {
-    mixed_deployment_metrics(out, duration);
-    return out;
-  }
-  const double gpus = static_cast<double>(options_.replicas) * options_.tp;
-  out.push_back({"gpus", gpus});
-  if (options_.kv_blocks >= 0) {
-    const double blocks = static_cast<double>(options_.kv_blocks);
-    out.push_back({"kv_blocks_per_replica", blocks});
-    out.push_back({"kv_tokens_per_replica", blocks * options_.block_size});
-    if (options_.kv_bytes_per_token > 0) {
-      out.push_back({"kv_gib_per_replica",
-                     blocks * options_.block_size * options_.kv_bytes_per_token / (1 << 30)});
-    }
-  }
-  if (options_.price_per_gpu_hour > 0) {
-    const double per_hour = gpus * options_.price_per_gpu_hour;
-    out.push_back({"cost_per_hour", per_hour});
-    if (duration > 0 && output_tokens_ > 0) {
-      const double tokens_per_hour = static_cast<double>(output_tokens_) / duration * 3600;
-      out.push_back({"cost_per_million_output_tokens", per_hour / tokens_per_hour * 1e6});
-    }
-  }
+  add_deployment_metrics(out, options_, duration, output_tokens_);
   return out;
-}
-
-void MetricsAccumulator::mixed_deployment_metrics(std::vector<Metric>& out, double duration) const {
-  // The groups' GPUs and cost added up; the KV blocks in all (per replica only when every group
-  // has the same).
-  double gpus = 0, per_hour = 0, kv_total = 0;
-  bool priced = true, unlimited = false, same_kv = true;
-  for (const ReplicaGroupShape& g : options_.groups) {
-    const double n = static_cast<double>(g.count) * g.tp;
-    gpus += n;
-    priced = priced && g.price_per_gpu_hour > 0;
-    per_hour += n * g.price_per_gpu_hour;
-    unlimited = unlimited || g.kv_blocks < 0;
-    kv_total += static_cast<double>(g.count) * static_cast<double>(g.kv_blocks);
-    same_kv = same_kv && g.kv_blocks == options_.groups.front().kv_blocks;
-  }
-  out.push_back({"gpus", gpus});
-  out.push_back({"replica_groups", static_cast<double>(options_.groups.size())});
-  if (!unlimited) {
-    if (same_kv) out.push_back({"kv_blocks_per_replica", static_cast<double>(options_.groups.front().kv_blocks)});
-    out.push_back({"kv_blocks_total", kv_total});
-  }
-  if (priced) {
-    out.push_back({"cost_per_hour", per_hour});
-    if (duration > 0 && output_tokens_ > 0) {
-      const double tokens_per_hour = static_cast<double>(output_tokens_) / duration * 3600;
-      out.push_back({"cost_per_million_output_tokens", per_hour / tokens_per_hour * 1e6});
-    }
-  }
 }
 
 }  // namespace servesim

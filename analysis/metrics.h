@@ -56,6 +56,13 @@ struct MetricsOptions {
   std::vector<ReplicaGroupShape> groups{};
 };
 
+// The deployment's metrics (analysis/deployment_metrics.cc), after the others: gpus, the KV cache
+// per replica, the cost; for [[replicas]] groups (options.groups), replica_groups and
+// kv_blocks_total too, per-replica KV only when the groups agree. A run without groups is one
+// group of options.replicas at options.tp, options.price_per_gpu_hour and options.kv_blocks.
+void add_deployment_metrics(std::vector<Metric>& out, const MetricsOptions& options, double duration,
+                            int64_t output_tokens);
+
 // The percentiles every run stores for each latency (name_p25 ... name_p99), beside name_mean and
 // name_std; MetricsOptions::percentiles adds more.
 inline constexpr double kStandardPercentiles[] = {25, 50, 75, 90, 95, 99};
@@ -163,8 +170,6 @@ class MetricsAccumulator : public Recorder {
  private:
   bool has_slos() const { return options_.slo_ttft > 0 || options_.slo_tpot > 0 || options_.slo_e2el > 0; }
   void count_iteration(int32_t replica, Time duration, int32_t emitted, int64_t kv_used, int64_t kv_total);
-  // gpus, replica_groups, kv_blocks_total (and kv_blocks_per_replica when the groups agree), the cost.
-  void mixed_deployment_metrics(std::vector<Metric>& out, double duration) const;
 
   // Sums kept in integers, so that they do not depend on the order replicas report in.
   __extension__ typedef __int128 Wide;
