@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -144,7 +146,10 @@ json small_result(int n) {
 }
 
 VllmBenchResult result_of(const json& j) {
-  const std::string path = std::string(::testing::TempDir()) + "/vllm_result_of.json";
+  // A file of this process and call: ctest runs the tests of this file side by side.
+  static int calls = 0;
+  const std::string path = std::string(::testing::TempDir()) + "/vllm_result_of_" + std::to_string(::getpid()) +
+                           "_" + std::to_string(++calls) + ".json";
   std::ofstream(path) << j.dump();
   Result<VllmBenchResult> r = read_vllm_bench_result(path);
   EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
