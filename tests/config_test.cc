@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 namespace servesim {
 namespace {
 
@@ -61,7 +63,7 @@ TEST(Config, ErrorsNameTheKeyAndWhereItCameFrom) {
 }
 
 TEST(Config, FileValuesCarryTheirLine) {
-  const std::string path = ::testing::TempDir() + "/config_test.toml";
+  const std::string path = servesim::testing::temp_path("config_test.toml");
   std::ofstream(path) << "backend = \"unit\"\n\nmax_num_batched_tokens = \"lots\"\n";
   Result<toml::table> t = load_config_file(path);
   ASSERT_TRUE(t.ok());

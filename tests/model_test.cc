@@ -5,6 +5,8 @@
 #include <fstream>
 #include <string>
 
+#include "test_util.h"
+
 namespace servesim {
 namespace {
 
@@ -20,9 +22,7 @@ ModelSpec load(const std::string& name) {
 
 // Writes `text` to a fresh file under the test temp directory and returns its path.
 std::string write_config(const std::string& file, const std::string& text) {
-  const std::string path = testing::TempDir() + "/" + file;
-  std::ofstream(path) << text;
-  return path;
+  return servesim::testing::write_temp(file, text);
 }
 
 Error load_error(const std::string& file, const std::string& text) {
@@ -31,7 +31,7 @@ Error load_error(const std::string& file, const std::string& text) {
   return m.ok() ? Error{} : m.error();
 }
 
-std::string model_path_of(const std::string& file) { return testing::TempDir() + "/" + file; }
+std::string model_path_of(const std::string& file) { return servesim::testing::temp_path(file); }
 
 bool contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;

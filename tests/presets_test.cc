@@ -6,12 +6,14 @@
 
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 namespace servesim {
 namespace {
 namespace fs = std::filesystem;
 
 TEST(Presets, AnExistingFileIsItself) {
-  const std::string path = ::testing::TempDir() + "/presets_test_workload.toml";
+  const std::string path = servesim::testing::temp_path("presets_test_workload.toml");
   std::ofstream(path) << "[[request]]\noutput_tokens = 1\n";
   EXPECT_EQ(resolve_preset(path, PresetKind::kWorkload, "--trace").value(), path);
 }
@@ -37,7 +39,7 @@ TEST(Presets, AMissingNameListsThePresets) {
 }
 
 TEST(Presets, TheEnvironmentComesFirst) {
-  const fs::path dir = fs::path(::testing::TempDir()) / "presets_env";
+  const fs::path dir = fs::path(servesim::testing::temp_path("presets_env"));
   fs::create_directories(dir / "workloads");
   std::ofstream(dir / "workloads" / "mine.toml") << "[[request]]\noutput_tokens = 1\n";
   setenv("SERVESIM_DATA", dir.c_str(), 1);

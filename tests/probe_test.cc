@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 #include "backends/hardware.h"
 
 namespace servesim {
@@ -12,7 +14,7 @@ TEST(Probe, WritesAHardwareFileThatLoads) {
   r.gemm_flops = 12.5e9;
   r.memory_bandwidth = 30e9;
   r.memory_bytes = 16.0 * (1 << 30);
-  const std::string path = ::testing::TempDir() + "/probe_test_host.toml";
+  const std::string path = servesim::testing::temp_path("probe_test_host.toml");
   ASSERT_TRUE(write_probe(r, path).ok());
   Result<HardwareSpec> hw = load_hardware(path);
   ASSERT_TRUE(hw.ok()) << hw.error().message;

@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include "test_util.h"
+
 #include "analysis/metrics.h"
 #include "backends/roofline_backend.h"
 #include "backends/unit.h"
@@ -84,7 +86,7 @@ class Stream : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Stream, GivesTheResultsOfTheWholeWorkloadHoldingOnlyRequestsInFlight) {
   const PolicyInfo& policy = *find_policy(GetParam()).value();
-  const auto dir = std::filesystem::path(::testing::TempDir()) / ("stream_" + GetParam());
+  const auto dir = std::filesystem::path(servesim::testing::temp_path("stream_" + GetParam()));
   std::filesystem::create_directories(dir);
   size_t streamed = 0, held = 0;
   for (size_t w = 0; w < std::size(kWorkloads); ++w) {
@@ -144,7 +146,7 @@ TEST_P(Stream, GivesTheResultsOfTheWholeWorkloadHoldingOnlyRequestsInFlight) {
 
 // A light load holds a handful of requests, however many the workload has.
 TEST(StreamMemory, HoldsOnlyTheRequestsInFlight) {
-  const auto path = std::filesystem::path(::testing::TempDir()) / "stream_light.toml";
+  const auto path = std::filesystem::path(servesim::testing::temp_path("stream_light.toml"));
   std::ofstream(path) << "[generate]\nrequests = 20000\n[generate.arrival]\nprocess = 'poisson'\n"
                          "rate = 20.0\n[generate.prompt_tokens]\ndist = 'fixed'\nvalue = 100\n"
                          "[generate.output_tokens]\ndist = 'fixed'\nvalue = 10\n";

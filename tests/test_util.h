@@ -22,16 +22,22 @@ namespace servesim::testing {
 inline const std::string kExcerpts = SERVESIM_PROJECT_DIR "/tests/data/traces/";
 inline const std::string kSharedTraces = SERVESIM_PROJECT_DIR "/../shared/traces/";
 
-// Writes `text` to a file `name` in a fresh folder of the running test; returns its path.
-inline std::string write_temp(const std::string& name, std::string_view text) {
+// The path of a file `name` in a folder of the running test's own (ctest runs a file's tests side
+// by side, and CI may run two builds' tests at once: a fixed name in the temp folder races).
+inline std::string temp_path(const std::string& name) {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
   const auto dir = std::filesystem::temp_directory_path() /
                    ("servesim_" + std::string(info->test_suite_name()) + "_" + info->name() + "_" +
                     std::to_string(getpid()));
   std::filesystem::create_directories(dir);
-  const auto path = dir / name;
+  return (dir / name).string();
+}
+
+// Writes `text` to a file `name` in a fresh folder of the running test; returns its path.
+inline std::string write_temp(const std::string& name, std::string_view text) {
+  const std::string path = temp_path(name);
   std::ofstream(path, std::ios::binary) << text;
-  return path.string();
+  return path;
 }
 
 // Parses workload text that must be valid ("w.toml" in messages).
