@@ -4,6 +4,7 @@
 
 #include <sqlite3.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -33,8 +34,9 @@ inline std::string quote(const std::string& s) {
 class Cli : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::path(::testing::TempDir()) /
-           ("cli_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = fs::path(::testing::TempDir()) / ("cli_" + std::string(info->test_suite_name()) + "_" +
+                                             info->name() + "_" + std::to_string(::getpid()));
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }

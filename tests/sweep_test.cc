@@ -2,6 +2,8 @@
 // merged, and a search whose answer equals the brute-force sweep's.
 #include "runner/sweep.h"
 
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -21,7 +23,8 @@ class SweepTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::path(::testing::TempDir()) /
-           ("sweep_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+           ("sweep_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) +
+            "_" + std::to_string(::getpid()));
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     workload_ = (dir_ / "w.toml").string();
