@@ -30,8 +30,8 @@ struct TableSchema {
   bool without_rowid = false;  // stored in its key's order (rows arrive in that order)
 };
 
-const std::array<TableSchema, 8>& schema() {
-  static const std::array<TableSchema, 8> tables = {{
+const std::array<TableSchema, 9>& schema() {
+  static const std::array<TableSchema, 9> tables = {{
       {"runs",
        {{"id", "INTEGER PRIMARY KEY", 1}, {"name", "TEXT", 1}, {"started_at", "TEXT", 1},
         {"finished_at", "TEXT", 1}, {"status", "TEXT", 1}, {"policy", "TEXT", 1},
@@ -80,6 +80,11 @@ const std::array<TableSchema, 8>& schema() {
       {"distributions",
        {{"run_id", "INTEGER", 5}, {"metric", "TEXT", 5}, {"quantile", "REAL", 5}, {"value", "REAL", 5}},
        "run_id, metric, quantile", 5, false, true},
+      {"transfers",
+       {{"run_id", "INTEGER", 6}, {"request_id", "TEXT", 6}, {"prefill_replica", "INTEGER", 6},
+        {"decode_replica", "INTEGER", 6}, {"tokens", "INTEGER", 6}, {"bytes", "REAL", 6},
+        {"ready", "REAL", 6}, {"reserved", "REAL", 6}, {"started", "REAL", 6}, {"arrived", "REAL", 6}},
+       "run_id, request_id", 6, false},
   }};
   return tables;
 }

@@ -42,7 +42,12 @@ namespace servesim {
 // 5: the distributions table: distributions(run_id, metric, quantile, value), PRIMARY KEY (run_id,
 // metric, quantile): each latency's value (seconds) at the quantiles of quantile_grid()
 // (analysis/metrics.h), written with the metrics, so that CDFs can be drawn at every log level.
-inline constexpr int kSchemaVersion = 5;
+// 6: the transfers table (disaggregated serving): transfers(run_id, request_id, prefill_replica,
+// decode_replica, tokens, bytes, ready, reserved, started, arrived), PRIMARY KEY (run_id,
+// request_id): each request's prompt KV moving from its prefill replica to its decode replica, with
+// when the KV was ready (first token), when the decode replica took blocks for it, when its bytes
+// started moving and when they arrived (seconds).
+inline constexpr int kSchemaVersion = 6;
 
 // This machine's host name (gethostname), for runs.host.
 std::string this_host();

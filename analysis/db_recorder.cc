@@ -19,6 +19,9 @@ constexpr const char* kInsertTimeline =
     "INSERT OR REPLACE INTO timeline(run_id, replica, bucket, start, iterations, busy, prefill_tokens, "
     "decode_tokens, emitted, seqs_max, waiting_max, kv_blocks_mean, kv_blocks_max, kv_blocks_total, "
     "preemptions) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+constexpr const char* kInsertTransfer =
+    "INSERT INTO transfers(run_id, request_id, prefill_replica, decode_replica, tokens, bytes, ready, "
+    "reserved, started, arrived) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 constexpr const char* kInsertMetric =
     "INSERT OR REPLACE INTO metrics(run_id, name, value) VALUES (?, ?, ?)";
 constexpr const char* kInsertQuantile =
@@ -89,7 +92,8 @@ DbRecorder::DbRecorder(Database& db, int64_t run_id, const MetricsAccumulator& m
       sqlite3_prepare_v2(db_.handle(), kInsertIteration, -1, &insert_iteration_, nullptr) !=
           SQLITE_OK ||
       sqlite3_prepare_v2(db_.handle(), kInsertTimeline, -1, &insert_timeline_, nullptr) !=
-          SQLITE_OK) {
+          SQLITE_OK ||
+      sqlite3_prepare_v2(db_.handle(), kInsertTransfer, -1, &insert_transfer_, nullptr) != SQLITE_OK) {
     fail("preparing inserts");
   }
 }
@@ -100,6 +104,7 @@ DbRecorder::~DbRecorder() {
   sqlite3_finalize(insert_request_);
   sqlite3_finalize(insert_iteration_);
   sqlite3_finalize(insert_timeline_);
+  sqlite3_finalize(insert_transfer_);
 }
 
 void DbRecorder::fail(const std::string& what) {
@@ -134,6 +139,7 @@ void DbRecorder::write_row(sqlite3_stmt* stmt) {
     fail(stmt == insert_request_     ? "requests"
          : stmt == insert_iteration_ ? "iterations"
          : stmt == insert_timeline_  ? "timeline"
+         : stmt == insert_transfer_  ? "transfers"
                                      : "row");
   }
   sqlite3_reset(stmt);
@@ -272,6 +278,30 @@ void DbRecorder::write_request(const RequestRow& r) {
   write_row(s);
 }
 
+void DbRecorder::on_transfer(const TransferRecord& t) {
+  if (failed() || level_ < LogLevel::kRequests) return;
+  const Request& r = *t.request;
+  chunk_.transfers.push_back(TransferRow{r.spec ? r.spec->id : "r" + std::to_string(r.index), t.prefill_replica,
+                                         t.decode_replica, t.tokens, t.bytes, t.ready, t.reserved, t.start, t.end});
+  if (chunk_.size() >= kRowsPerChunk) hand_over();
+}
+
+void DbRecorder::write_transfer(const TransferRow& t) {
+  begin();
+  sqlite3_stmt* s = insert_transfer_;
+  sqlite3_bind_int64(s, 1, run_id_);
+  bind_text(s, 2, t.request_id);
+  sqlite3_bind_int(s, 3, t.prefill_replica);
+  sqlite3_bind_int(s, 4, t.decode_replica);
+  sqlite3_bind_int64(s, 5, t.tokens);
+  sqlite3_bind_double(s, 6, t.bytes);
+  bind_time(s, 7, t.ready);
+  bind_time(s, 8, t.reserved);
+  bind_time(s, 9, t.started);
+  bind_time(s, 10, t.arrived);
+  write_row(s);
+}
+
 void DbRecorder::write_chunk(Chunk& chunk) {
   // Within a chunk, tables one after the other: the order of rows across tables means nothing.
   for (const RequestRow& r : chunk.requests) {
@@ -285,6 +315,10 @@ void DbRecorder::write_chunk(Chunk& chunk) {
   for (const IterationRecord& it : chunk.iterations) {
     if (!write_error_.empty()) break;
     write_iteration(it);
+  }
+  for (const TransferRow& t : chunk.transfers) {
+    if (!write_error_.empty()) break;
+    write_transfer(t);
   }
   chunk.clear();
 }

@@ -61,6 +61,8 @@ class DbRecorder : public Recorder {
   // Writes the requests row: times NULL where the Request's are -1; status 'finished' (kDone with
   // finished >= 0), 'rejected' (with reason) or 'unfinished'.
   void on_request(const Request& r) override;
+  // Writes the transfers row (log level requests or iterations).
+  void on_transfer(const TransferRecord& t) override;
 
   // Commits the rows, writes the metrics rows from metrics.compute(), and completes the runs row:
   // status done | interrupted | failed, finished_at, wall_seconds (wall clock since construction)
@@ -94,6 +96,13 @@ class DbRecorder : public Recorder {
     const char* status;
     std::string reason;
   };
+  struct TransferRow {
+    std::string request_id;
+    int32_t prefill_replica, decode_replica;
+    int64_t tokens;
+    double bytes;
+    Time ready, reserved, started, arrived;
+  };
   struct Bucket;
   struct Chunk;
   void write_chunk(Chunk& chunk);  // on the writer thread (or the caller's, without one)
@@ -107,6 +116,7 @@ class DbRecorder : public Recorder {
   const std::chrono::steady_clock::time_point started_;
   sqlite3_stmt* insert_request_ = nullptr;
   sqlite3_stmt* insert_iteration_ = nullptr;
+  sqlite3_stmt* insert_transfer_ = nullptr;
   bool in_transaction_ = false;
   bool ended_ = false;
   int64_t rows_in_transaction_ = 0;
@@ -132,17 +142,20 @@ class DbRecorder : public Recorder {
                      int64_t kv_used, int64_t kv_total);
   void write_request(const RequestRow& r);
   void write_iteration(const IterationRecord& it);
+  void write_transfer(const TransferRow& t);
   std::vector<Metric> final_metrics_;
 
   struct Chunk {
     std::vector<RequestRow> requests;
     std::vector<std::pair<int32_t, Bucket>> timeline;
     std::vector<IterationRecord> iterations;
-    size_t size() const { return requests.size() + timeline.size() + iterations.size(); }
+    std::vector<TransferRow> transfers;
+    size_t size() const { return requests.size() + timeline.size() + iterations.size() + transfers.size(); }
     void clear() {
       requests.clear();
       timeline.clear();
       iterations.clear();
+      transfers.clear();
     }
   };
   const bool background_;

@@ -34,7 +34,9 @@ const std::vector<std::string_view>& names() {
                           "prefix_hit_rate", "prefix_request_hit_rate", "overloaded",
                           "backlog_growth", "backlog_growth_share", "gpus", "replica_groups",
                           "kv_blocks_per_replica", "kv_blocks_total", "kv_tokens_per_replica", "kv_gib_per_replica", "cost_per_hour",
-                          "cost_per_million_output_tokens"}) {
+                          "cost_per_million_output_tokens", "kv_transfers", "kv_transfer_gib",
+                          "kv_transfer_wait_mean", "kv_transfer_wait_p99", "kv_transfer_time_mean",
+                          "kv_transfer_time_p99", "prefill_utilization", "decode_utilization"}) {
       v.emplace_back(n);
     }
     return v;
@@ -198,6 +200,10 @@ void MetricsAccumulator::count_iteration(int32_t replica, Time duration, int32_t
                                          int64_t kv_used, int64_t kv_total) {
   ++iterations_;
   emitting_ns_ += static_cast<Wide>(emitted) * duration;
+  if (!options_.pools.empty()) {
+    if (busy_.size() <= static_cast<size_t>(replica)) busy_.resize(static_cast<size_t>(replica) + 1);
+    busy_[static_cast<size_t>(replica)] += duration;
+  }
   if (kv_total > 0) {
     kv_limited_ = true;
     const auto r = static_cast<size_t>(replica);
@@ -229,6 +235,10 @@ void MetricsAccumulator::on_decode_steps(const DecodeSteps& steps) {
   }
   gaps_.add_each(steps.durations, steps.num_seqs);
   iterations_ += static_cast<int64_t>(n);
+  if (!options_.pools.empty()) {
+    if (busy_.size() <= static_cast<size_t>(steps.replica)) busy_.resize(static_cast<size_t>(steps.replica) + 1);
+    busy_[static_cast<size_t>(steps.replica)] += ns;
+  }
   emitting_ns_ += static_cast<Wide>(steps.num_seqs) * ns;
   if (steps.kv_blocks_total > 0 && n > 0) {
     kv_limited_ = true;
@@ -319,6 +329,12 @@ BacklogTrend backlog_trend(std::span<const std::pair<double, double>> intervals)
     t.overloaded = t.overloaded || over;
   }
   return t;
+}
+
+void MetricsAccumulator::on_transfer(const TransferRecord& t) {
+  transfer_wait_.push_back(to_seconds(t.reserved - t.ready));
+  transfer_time_.push_back(to_seconds(t.end - t.reserved));
+  transfer_bytes_ += t.bytes;
 }
 
 std::vector<Metric> MetricsAccumulator::compute(std::vector<QuantilePoint>* quantiles) const {
@@ -412,6 +428,28 @@ std::vector<Metric> MetricsAccumulator::compute(std::vector<QuantilePoint>* quan
     out.push_back({"backlog_growth_share", trend.share()});
   }
   add_deployment_metrics(out, options_, duration, output_tokens_);
+  if (!options_.pools.empty()) {
+    out.push_back({"kv_transfers", static_cast<double>(transfer_wait_.size())});
+    out.push_back({"kv_transfer_gib", transfer_bytes_ / (1 << 30)});
+    for (const auto& [name, values] : {std::pair{"kv_transfer_wait", &transfer_wait_}, std::pair{"kv_transfer_time", &transfer_time_}}) {
+      if (values->empty()) continue;
+      std::vector<double> sorted = *values;
+      std::sort(sorted.begin(), sorted.end());
+      out.push_back({std::string(name) + "_mean", exact_mean(sorted)});
+      out.push_back({std::string(name) + "_p99", percentile(sorted, 99)});
+    }
+    // Busy time over the pool's replicas' time: how much of the pool the run kept working.
+    for (const auto& [name, pool] : {std::pair{"prefill_utilization", 1}, std::pair{"decode_utilization", 2}}) {
+      Time busy = 0;
+      int64_t replicas = 0;
+      for (size_t r = 0; r < options_.pools.size(); ++r) {
+        if (options_.pools[r] != pool) continue;
+        ++replicas;
+        if (r < busy_.size()) busy += busy_[r];
+      }
+      if (replicas > 0 && duration > 0) out.push_back({name, to_seconds(busy) / (static_cast<double>(replicas) * duration)});
+    }
+  }
   return out;
 }
 

@@ -54,6 +54,9 @@ struct MetricsOptions {
   // Mixed hardware: the groups (their counts add up to replicas); then gpus, the cost and the KV
   // metrics come from them rather than from tp, price_per_gpu_hour and kv_blocks.
   std::vector<ReplicaGroupShape> groups{};
+  // Disaggregated serving: each replica's pool (1 prefill, 2 decode), for prefill_utilization and
+  // decode_utilization. Empty: not disaggregated.
+  std::vector<uint8_t> pools{};
 };
 
 // The deployment's metrics (analysis/deployment_metrics.cc), after the others: gpus, the KV cache
@@ -160,6 +163,8 @@ class MetricsAccumulator : public Recorder {
   // rejected one adds to `rejected` and its cause's count; every one adds its preemptions; every one
   // sent adds its outstanding interval to the overload test.
   void on_request(const Request& r) override;
+  // Adds a KV transfer (disaggregated serving) to the kv_transfer_* metrics.
+  void on_transfer(const TransferRecord& t) override;
 
   // Every metric over what was recorded so far, in metric_names() order (extra percentiles after
   // their latency's standard ones). Metrics with no data (tpot when no request has more than one
@@ -193,6 +198,11 @@ class MetricsAccumulator : public Recorder {
   };
   std::vector<KvUse> kv_;                           // per replica
   bool kv_limited_ = false;
+  std::vector<Time> busy_;                          // per replica: its iterations' durations, summed
+  // Disaggregated serving: per transfer, the wait for the decode replica's blocks and the time from
+  // them to the KV's arrival (seconds); the bytes moved.
+  std::vector<double> transfer_wait_, transfer_time_;
+  double transfer_bytes_ = 0;
 };
 
 }  // namespace servesim

@@ -258,6 +258,18 @@ void print_summary(std::ostream& out, const SummaryHeader& header,
     metric_line("Prefix cache hit rate (tokens):", "prefix_hit_rate", percent);
     metric_line("Prefix cache hit rate (requests):", "prefix_request_hit_rate", percent);
   }
+  if (find(metrics, "kv_transfers") != nullptr) {
+    // Disaggregated serving: the pools' busy shares, and the KV moving between them.
+    auto latency = [&](double v) { return fixed2(v * latency_scale); };
+    metric_line("Prefill pool utilization:", "prefill_utilization", percent);
+    metric_line("Decode pool utilization:", "decode_utilization", percent);
+    metric_line("KV transfers:", "kv_transfers", integer);
+    metric_line("KV moved (GiB):", "kv_transfer_gib", fixed2);
+    metric_line("Mean wait for decode KV (" + std::string(latency_unit) + "):", "kv_transfer_wait_mean", latency);
+    metric_line("P99 wait for decode KV (" + std::string(latency_unit) + "):", "kv_transfer_wait_p99", latency);
+    metric_line("Mean KV transfer (" + std::string(latency_unit) + "):", "kv_transfer_time_mean", latency);
+    metric_line("P99 KV transfer (" + std::string(latency_unit) + "):", "kv_transfer_time_p99", latency);
+  }
 
   for (const Section& section : kSections) {
     const std::string prefix = section.prefix;

@@ -90,6 +90,10 @@ class Backend {
   virtual double kv_bytes_per_block() const { return 0; }
   // The hardware file's on-demand price of one GPU per hour (USD), or 0 when unknown.
   virtual double gpu_price_per_hour() const { return 0; }
+  // The network between nodes, per GPU (hardware keys network_gbs, network_latency_us): bytes/s,
+  // 0 when unknown; seconds, -1 when unknown.
+  virtual double network_bandwidth() const { return 0; }
+  virtual double network_latency() const { return -1; }
 };
 
 }  // namespace servesim

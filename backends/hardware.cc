@@ -50,6 +50,8 @@ constexpr NumberKey kNumbers[] = {
     {"fp32_tflops", true, 1e-6, true, 1e6, kTera, &HardwareSpec::fp32_flops},
     {"interconnect_gbs", true, 1e-3, true, 1e6, kGiga, &HardwareSpec::interconnect_bandwidth},
     {"interconnect_latency_us", false, 0, true, 1e6, kMicro, &HardwareSpec::interconnect_latency},
+    {"network_gbs", false, 1e-3, true, 1e6, kGiga, &HardwareSpec::network_bandwidth},
+    {"network_latency_us", false, 0, true, 1e6, kMicro, &HardwareSpec::network_latency},
     {"gemm_efficiency", false, 1e-3, true, 1.0, 1.0, &HardwareSpec::gemm_efficiency},
     {"memory_efficiency", false, 1e-3, true, 1.0, 1.0, &HardwareSpec::memory_efficiency},
     {"attention_efficiency", false, 1e-3, true, 1.0, 1.0, &HardwareSpec::attention_efficiency},
@@ -153,7 +155,7 @@ Result<HardwareSpec> load_hardware(const std::string& path) {
 
   if (Status s = f.check_known({"name", "memory_gib", "memory_bandwidth_gbs", "fp16_tflops",
                                 "fp8_tflops", "fp32_tflops", "bf16", "interconnect_gbs",
-                                "interconnect_latency_us", "gemm_efficiency", "memory_efficiency",
+                                "interconnect_latency_us", "network_gbs", "network_latency_us", "gemm_efficiency", "memory_efficiency",
                                 "attention_efficiency", "prefill_attention_efficiency",
                                 "prefill_self_attention_efficiency", "calibration",
                                 "overhead_us", "attention_sequence_us", "gemm_half_rows", "gemm_tile_rows",

@@ -22,6 +22,10 @@ struct HardwareSpec {
   bool bf16 = true;                    // BF16 supported (T4: no)
   double interconnect_bandwidth = 0;   // per-GPU bandwidth for tensor-parallel all-reduce (bytes/s)
   double interconnect_latency = 0;     // latency of one all-reduce (s)
+  // The network between nodes, per GPU (one NIC each, as a DGX): what a KV transfer from a prefill
+  // to a decode replica moves over (disaggregated serving). 0 and -1: not given.
+  double network_bandwidth = 0;        // bytes/s
+  double network_latency = -1;         // s, a transfer's fixed cost
   double gemm_efficiency = 0.7;        // fraction of tensor peak a large GEMM achieves
   double memory_efficiency = 0.75;     // fraction of peak bandwidth streaming achieves
   double attention_efficiency = 0.6;   // fraction of peak (compute or bandwidth) attention achieves

@@ -55,6 +55,11 @@ po::options_description run_options() {
      "fraction of GPU memory for the model and KV cache (default 0.9)  [gpu_memory_utilization]")
     ("tp", po::value<int64_t>()->value_name("N"), "tensor-parallel degree (default 1)  [tp]")
     ("replicas", po::value<int64_t>()->value_name("N"), "model replicas, requests routed round robin (default 1)  [replicas]")
+    ("prefill-replicas", po::value<int64_t>()->value_name("N"),
+     "disaggregated serving: N replicas prefill, and hand each request's KV to a decode replica after its first token  [prefill_replicas]")
+    ("decode-replicas", po::value<int64_t>()->value_name("M"),
+     "disaggregated serving: M replicas decode; the link from each hardware's network_gbs and network_latency_us, "
+     "or --set disaggregation.link_gbs=GBS --set disaggregation.link_latency_us=US  [decode_replicas]")
     ("name", po::value<std::string>()->value_name("TEXT"), "a label stored with the run  [name]")
     ("request-rate", po::value<std::string>()->value_name("R"),
      "requests per second: generated workloads draw Poisson arrivals at R; traces are re-timed to a mean rate of R, keeping their burstiness; inf sends all at once  [request_rate]")
@@ -112,7 +117,8 @@ Status apply_flags(const po::variables_map& vm, toml::table& table) {
   const std::pair<const char*, const char*> ints[] = {
       {"seed", "seed"}, {"max-num-seqs", "max_num_seqs"},
       {"max-num-batched-tokens", "max_num_batched_tokens"}, {"block-size", "kv.block_size"},
-      {"tp", "tp"}, {"replicas", "replicas"}};
+      {"tp", "tp"}, {"replicas", "replicas"}, {"prefill-replicas", "prefill_replicas"},
+      {"decode-replicas", "decode_replicas"}};
   if (vm.count("replicas") != 0 && table.get_as<toml::array>("replicas") != nullptr) {
     return Error{"--replicas " + std::to_string(vm["replicas"].as<int64_t>()) +
                  ": the configuration gives [[replicas]] groups, which it would replace; change the groups' "

@@ -105,9 +105,22 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
     return Error{"replicas: [[replicas]] groups of their own hardware are priced by a cost model; the " +
                  config.backend + " backend measures this one machine (use --backend roofline)"};
   }
-  if (!mixed) groups.push_back({config.replicas, config.hardware, config.tp});
+  if (!mixed) {
+    ReplicaGroup all;
+    all.count = config.replicas;
+    all.hardware = config.hardware;
+    all.tp = config.tp;
+    groups.push_back(std::move(all));
+  }
+  const bool disaggregated = config.disaggregated();
   std::vector<size_t> group_first;  // the index of each group's first replica
-  for (const ReplicaGroup& g : groups) {
+  std::vector<SchedulerLimits> limits;  // per replica
+  std::vector<ReplicaRole> roles;
+  std::vector<SimOptions::LinkEnd> links;
+  bool prefix_caching = policy_info.value()->prefix_caching;
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    const ReplicaGroup& g = groups[gi];
+    const std::string key = "replicas[" + std::to_string(gi) + "]";
     BackendSetup group_setup = setup;
     if (!g.hardware.empty()) {
       Result<std::string> p = resolve_preset(g.hardware, PresetKind::kHardware, "replicas.hardware");
@@ -115,14 +128,67 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
       group_setup.hardware = p.value();
     }
     if (g.tp > 0) group_setup.tp = g.tp;
+    const SchedulerLimits group_limits{g.max_num_seqs > 0 ? g.max_num_seqs : config.max_num_seqs,
+                                       g.max_num_batched_tokens > 0 ? g.max_num_batched_tokens
+                                                                    : config.max_num_batched_tokens};
+    if (group_limits.max_num_batched_tokens < group_limits.max_num_seqs) {
+      return Error{key + ": max_num_batched_tokens (" + std::to_string(group_limits.max_num_batched_tokens) +
+                   ") must be at least max_num_seqs (" + std::to_string(group_limits.max_num_seqs) + ")"};
+    }
+    group_setup.max_num_seqs = group_limits.max_num_seqs;
+    group_setup.max_num_batched_tokens = group_limits.max_num_batched_tokens;
+    // The group's policy: its own [replicas.policy], or the run's.
+    const PolicyInfo* group_policy = policy_info.value();
+    const toml::table* group_options = &config.policy_options;
+    if (g.has_policy) {
+      if (!g.policy.empty()) {
+        Result<const PolicyInfo*> found = find_policy(g.policy);
+        if (!found.ok()) return Error{key + ".policy.name: " + found.error().message};
+        group_policy = found.value();
+      }
+      group_options = &g.policy_options;
+      if (group_policy->prefix_caching != prefix_caching) {
+        return Error{key + ".policy.name: every replica keeps a prefix cache or none does; the run's policy " +
+                     config.policy + (prefix_caching ? " keeps one" : " does not") + ", " + std::string(group_policy->name) +
+                     (group_policy->prefix_caching ? " does" : " does not")};
+      }
+    }
     group_first.push_back(backends.size());
     for (int32_t i = 0; i < g.count; ++i) {
-      Result<std::unique_ptr<Policy>> p = policy_info.value()->make(config.policy_options);
-      if (!p.ok()) return p.error();
+      Result<std::unique_ptr<Policy>> p = group_policy->make(*group_options);
+      if (!p.ok()) return g.has_policy ? Error{key + "." + p.error().message} : p.error();
+      if (disaggregated && p.value()->holds_finished_requests()) {
+        return Error{(g.has_policy ? key + ".policy.name: " : std::string("--policy ")) + std::string(p.value()->name()) +
+                     ": disaggregated serving hands each request to a decode replica after its first token, "
+                     "which a static batch does not let go; use continuous, chunked-prefill or prefix-cached"};
+      }
       policies.push_back(std::move(p.value()));
       Result<std::unique_ptr<Backend>> b = backend_info.value()->make(group_setup);
       if (!b.ok()) return b.error();
       backends.push_back(std::move(b.value()));
+      limits.push_back(group_limits);
+    }
+    if (disaggregated) {
+      // The link's two ends: each GPU of a replica moves its share of the KV over its own NIC.
+      const Backend& b = *backends.back();
+      const int32_t tp = b.counts_steps() ? 1 : group_setup.tp;
+      const std::string hw = b.hardware_path().empty() ? std::string("the ") + config.backend + " backend"
+                                                        : "hardware " + preset_display_name(b.hardware_path(), PresetKind::kHardware);
+      const double gbs = config.link_gbs > 0 ? config.link_gbs * 1e9 : b.network_bandwidth();
+      const double latency = config.link_latency_us >= 0 ? config.link_latency_us * 1e-6 : b.network_latency();
+      if (gbs <= 0) {
+        return Error{"disaggregation.link_gbs: " + hw + " (" + key + ") gives no network_gbs, the bandwidth per GPU " +
+                     "of the link its KV transfers take; add network_gbs to the hardware file, or give " +
+                     "--set disaggregation.link_gbs=GBS"};
+      }
+      if (latency < 0) {
+        return Error{"disaggregation.link_latency_us: " + hw + " (" + key + ") gives no network_latency_us, the " +
+                     "fixed cost of one KV transfer; add network_latency_us to the hardware file, or give " +
+                     "--set disaggregation.link_latency_us=US"};
+      }
+      const ReplicaRole role = g.role == "prefill" ? ReplicaRole::kPrefill : ReplicaRole::kDecode;
+      roles.insert(roles.end(), static_cast<size_t>(g.count), role);
+      links.insert(links.end(), static_cast<size_t>(g.count), SimOptions::LinkEnd{gbs * tp, seconds_to_time(latency)});
     }
   }
   // The workload: shared by a sweep's points; streamed, for a single run, when it is generated
@@ -157,6 +223,22 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
   }
   if (stream != nullptr ? stream->size() == 0 : workload->requests.empty()) {
     return Error{trace.value() + ": the workload has no requests"};
+  }
+  if (disaggregated && workload != nullptr) {
+    // Every prompt's KV must fit every decode replica (a streamed workload's requests that do not
+    // are rejected as they come, as too large for the cache).
+    const auto longest = std::max_element(workload->requests.begin(), workload->requests.end(),
+                                          [](const RequestSpec& a, const RequestSpec& b) { return a.prompt_tokens < b.prompt_tokens; });
+    for (size_t g = 0; g < groups.size(); ++g) {
+      const Backend& b = *backends[group_first[g]];
+      const int64_t blocks = config.kv_blocks >= 0 ? config.kv_blocks : b.kv_blocks(config.block_size);
+      if (groups[g].role != "decode" || blocks < 0 || blocks * config.block_size >= longest->prompt_tokens) continue;
+      return Error{"replicas[" + std::to_string(g) + "]: a decode replica's KV cache holds " +
+                   std::to_string(blocks * config.block_size) + " tokens, and request '" + longest->id +
+                   "' has a prompt of " + std::to_string(longest->prompt_tokens) +
+                   " tokens, whose KV could never move there; give the decode replicas more memory "
+                   "(hardware, tp, gpu_memory_utilization or kv.blocks)"};
+    }
   }
   const Backend& first = *backends.front();
   // The files the backend actually uses (its defaults included), for the record.
@@ -210,9 +292,13 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
     for (size_t g = 0; g < groups.size(); ++g) {
       const Backend& b = *backends[group_first[g]];
       const int32_t tp = groups[g].tp > 0 ? groups[g].tp : config.tp;
-      info.hardware += (g ? " + " : "") + std::to_string(groups[g].count) + " x " +
-                       preset_display_name(b.hardware_path(), PresetKind::kHardware) +
-                       (tp > 1 ? " (tp " + std::to_string(tp) + ")" : "");
+      // "2 x h100-sxm (tp 2, prefill)"; the unit backend has no hardware: "1 prefill".
+      const std::string name = preset_display_name(b.hardware_path(), PresetKind::kHardware);
+      std::string notes = tp > 1 ? "tp " + std::to_string(tp) : "";
+      if (!groups[g].role.empty() && !name.empty()) notes += (notes.empty() ? "" : ", ") + groups[g].role;
+      info.hardware += (g ? " + " : "") + std::to_string(groups[g].count) +
+                       (name.empty() ? (groups[g].role.empty() ? "" : " " + groups[g].role) : " x " + name) +
+                       (notes.empty() ? "" : " (" + notes + ")");
       info.gpus += static_cast<int64_t>(groups[g].count) * tp;
     }
     info.tp = groups.front().tp > 0 ? groups.front().tp : config.tp;
@@ -235,7 +321,10 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
   options.kv_blocks = config.kv_blocks;
   options.default_max_tokens = config.max_tokens;
   options.max_model_len = first.max_model_len();
-  options.prefix_caching = policy_info.value()->prefix_caching;
+  options.prefix_caching = prefix_caching;
+  options.replica_limits = std::move(limits);
+  options.roles = std::move(roles);
+  options.links = std::move(links);
   options.max_concurrency = config.max_concurrency;
   options.leap = config.leap;
   options.session_affinity = config.session_affinity;
@@ -265,6 +354,7 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
       mo.groups.push_back(shape);
     }
   }
+  for (const ReplicaRole role : options.roles) mo.pools.push_back(role == ReplicaRole::kPrefill ? 1 : 2);
   mo.expected_requests = stream != nullptr ? stream->size() : static_cast<int64_t>(workload->requests.size());
   MetricsAccumulator metrics(mo);
   // The measuring backends log every iteration (`sim validate` and `sim calibrate` read them); so

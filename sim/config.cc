@@ -1,5 +1,6 @@
 #include "sim/config.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -128,16 +129,80 @@ Result<RunConfig> resolve_config(toml::table table) {
       rg.count = static_cast<int32_t>(r.integer("count", 0, 1, 4096));
       rg.hardware = r.string("hardware", "");
       rg.tp = static_cast<int32_t>(r.integer("tp", 0, 1, 1024));
+      rg.role = r.choice("role", "", {"prefill", "decode"});
+      rg.max_num_seqs = static_cast<int32_t>(r.integer("max_num_seqs", 0, 1, 1 << 20));
+      rg.max_num_batched_tokens = static_cast<int32_t>(r.integer("max_num_batched_tokens", 0, 1, kMax32));
+      if (const toml::table* policy = r.table("policy")) {
+        OptionReader p(*policy, name + ".policy");
+        rg.has_policy = true;
+        rg.policy = p.string("name", "");
+        if (!p.ok()) return p.error();
+        rg.policy_options = *policy;
+        rg.policy_options.erase("name");
+      }
       r.reject_unknown();
       if (!r.ok()) return r.error();
       if (!group->contains("count")) return Error{where(*group) + ": " + name + ": count is required"};
+      if (g > 0 && rg.role.empty() != c.replica_groups.front().role.empty()) {
+        return Error{where(*group) + ": " + name + ": role: either every [[replicas]] group has a role " +
+                     "(prefill or decode: disaggregated serving) or none has"};
+      }
       total += rg.count;
       c.replica_groups.push_back(std::move(rg));
+    }
+    if (top.ok() && !c.replica_groups.empty() && !c.replica_groups.front().role.empty()) {
+      for (const char* role : {"prefill", "decode"}) {
+        if (std::none_of(c.replica_groups.begin(), c.replica_groups.end(),
+                         [&](const ReplicaGroup& rg) { return rg.role == role; })) {
+          top.refuse("replicas", std::string("disaggregated serving needs a ") + role +
+                                     " pool: no [[replicas]] group has role = \"" + role + "\"");
+          break;
+        }
+      }
     }
     if (top.ok() && total > 4096) top.refuse("replicas", "the groups add up to " + std::to_string(total) + " replicas; at most 4096");
     c.replicas = static_cast<int32_t>(total);
   } else {
     c.replicas = static_cast<int32_t>(top.integer("replicas", c.replicas, 1, 4096));
+  }
+  if (top.has("prefill_replicas") || top.has("decode_replicas")) {
+    // Two pools of the run's hardware: a prefill group, then a decode group.
+    const int64_t prefill = top.integer("prefill_replicas", 0, 1, 4096);
+    const int64_t decode = top.integer("decode_replicas", 0, 1, 4096);
+    if (top.ok()) {
+      const char* missing = !top.has("prefill_replicas") ? "prefill_replicas" : !top.has("decode_replicas") ? "decode_replicas" : nullptr;
+      if (missing != nullptr) {
+        top.refuse(missing, "disaggregated serving needs both prefill_replicas and decode_replicas "
+                            "(--prefill-replicas N --decode-replicas M)");
+      } else if (!c.replica_groups.empty()) {
+        top.refuse("prefill_replicas", "the configuration gives [[replicas]] groups too; give the pools as "
+                                       "groups with role = \"prefill\" and role = \"decode\", or drop the groups");
+      } else if (table.contains("replicas")) {
+        top.refuse("prefill_replicas", "cannot be combined with replicas (" + std::to_string(c.replicas) +
+                                           "): the pools' sizes make the replicas");
+      } else if (prefill + decode > 4096) {
+        top.refuse("prefill_replicas", "the pools add up to " + std::to_string(prefill + decode) + " replicas; at most 4096");
+      } else {
+        for (const auto& [count, role] : {std::pair{prefill, "prefill"}, std::pair{decode, "decode"}}) {
+          ReplicaGroup pool;
+          pool.count = static_cast<int32_t>(count);
+          pool.role = role;
+          c.replica_groups.push_back(std::move(pool));
+        }
+        c.replicas = static_cast<int32_t>(prefill + decode);
+      }
+    }
+  }
+  if (const toml::table* d = top.table("disaggregation")) {
+    OptionReader r(*d, "disaggregation");
+    c.link_gbs = r.number("link_gbs", 0, 1e-6, 1e6);
+    c.link_latency_us = r.number("link_latency_us", -1, 0, 1e9);
+    r.reject_unknown();
+    if (!r.ok()) return r.error();
+    if (top.ok() && !c.disaggregated()) {
+      top.refuse("disaggregation", "the run is not disaggregated: give --prefill-replicas N --decode-replicas M, "
+                                   "or [[replicas]] groups with role = \"prefill\" and \"decode\"");
+    }
   }
   c.hardware_sample = top.integer("hardware_sample", -1, -1, 1'000'000);
   const double inf = std::numeric_limits<double>::infinity();
@@ -264,9 +329,23 @@ std::string config_to_toml(const RunConfig& c, const toml::table& policy_options
       group.insert("count", g.count);
       if (!g.hardware.empty()) group.insert("hardware", g.hardware);
       if (g.tp > 0) group.insert("tp", g.tp);
+      if (!g.role.empty()) group.insert("role", g.role);
+      if (g.max_num_seqs > 0) group.insert("max_num_seqs", g.max_num_seqs);
+      if (g.max_num_batched_tokens > 0) group.insert("max_num_batched_tokens", g.max_num_batched_tokens);
+      if (g.has_policy) {
+        toml::table policy = g.policy_options;
+        if (!g.policy.empty()) policy.insert_or_assign("name", g.policy);
+        group.insert("policy", std::move(policy));
+      }
       groups.push_back(std::move(group));
     }
     t.insert("replicas", std::move(groups));
+  }
+  if (c.link_gbs > 0 || c.link_latency_us >= 0) {
+    toml::table d;
+    if (c.link_gbs > 0) d.insert("link_gbs", c.link_gbs);
+    if (c.link_latency_us >= 0) d.insert("link_latency_us", c.link_latency_us);
+    t.insert("disaggregation", std::move(d));
   }
   if (c.hardware_sample >= 0) t.insert("hardware_sample", c.hardware_sample);
   if (c.request_rate > 0) t.insert("request_rate", c.request_rate);

@@ -22,6 +22,13 @@
 //   gpu_memory_utilization       --gpu-memory-utilization 0.9
 //   tp                           --tp N                   1
 //   replicas                     --replicas N             1
+//   [[replicas]] count, hardware, tp, role, max_num_seqs, max_num_batched_tokens, [replicas.policy]
+//                                                         groups of replicas (mixed hardware;
+//                                                         role = prefill | decode: disaggregated)
+//   prefill_replicas, decode_replicas  --prefill-replicas N, --decode-replicas M
+//                                                         disaggregated, on the run's hardware
+//   disaggregation.link_gbs, .link_latency_us  --set      each hardware's network_gbs and
+//                                                         network_latency_us (per GPU)
 // Load controls, as `vllm bench serve` (workloads/load_controls.h):
 //   request_rate                 --request-rate R         the workload's own (inf: all at once)
 //   burstiness                   --burstiness B           1 (Poisson) when request_rate is given
@@ -67,6 +74,16 @@ struct ReplicaGroup {
   int32_t count = 1;
   std::string hardware;  // as given; "": the run's `hardware`
   int32_t tp = 0;        // 0: the run's `tp`
+  // Disaggregated serving: "prefill" or "decode" (every group has one, or none has); "": serves
+  // both.
+  std::string role;
+  int32_t max_num_seqs = 0;            // 0: the run's
+  int32_t max_num_batched_tokens = 0;  // 0: the run's
+  // [replicas.policy]: the group's policy, `name` (default: the run's) and its options (default:
+  // that policy's defaults, not the run's [policy] options). Empty and !has_policy: the run's.
+  bool has_policy = false;
+  std::string policy;
+  toml::table policy_options;
 };
 
 struct RunConfig {
@@ -96,6 +113,13 @@ struct RunConfig {
   // Mixed hardware: groups of replicas, each with its own GPU and tensor parallelism, in this order
   // (replicas 0 .. count-1 are the first group's). Empty: `replicas` replicas of `hardware` at `tp`.
   std::vector<ReplicaGroup> replica_groups;
+  // Disaggregated prefill and decode (groups with roles; prefill_replicas / decode_replicas, or
+  // --prefill-replicas / --decode-replicas, make one group of each of the run's hardware). The link
+  // between a prefill and a decode replica, per GPU: [disaggregation] link_gbs (GB/s) and
+  // link_latency_us; 0 and -1: each hardware file's network_gbs and network_latency_us.
+  double link_gbs = 0;
+  double link_latency_us = -1;
+  bool disaggregated() const { return !replica_groups.empty() && !replica_groups.front().role.empty(); }
   // The hardware file's calibration sample (its [calibration] table) to price with; -1: the file's
   // own values. `sim --model-uncertainty` sweeps it.
   int64_t hardware_sample = -1;

@@ -16,13 +16,14 @@ enum class EventKind : uint8_t {
   kWake,          // a policy asked to be consulted again (static batching's max_wait)
   kArrival,       // a dependent request arrives (its parents finished, plus think time)
   kSend,          // a request held by max_concurrency is sent: a slot came free
+  kTransferEnd,   // a request's KV has moved from its prefill replica to its decode replica
 };
 
 struct Event {
   Time time = 0;
   uint64_t seq = 0;  // insertion number
   EventKind kind = EventKind::kIterationEnd;
-  int32_t target = 0;  // the replica, or for kArrival the request
+  int32_t target = 0;  // the replica, or for kArrival, kSend and kTransferEnd the request's slot
 };
 
 class EventQueue {

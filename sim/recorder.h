@@ -70,6 +70,20 @@ struct DecodeSteps {
   }
 };
 
+// Disaggregated serving: one request's prompt KV moving from the prefill replica that computed it
+// to the decode replica that generates the rest.
+struct TransferRecord {
+  const Request* request = nullptr;
+  int32_t prefill_replica = 0;
+  int32_t decode_replica = 0;
+  int64_t tokens = 0;     // prompt tokens moved (those the decode replica's prefix cache lacked)
+  double bytes = 0;       // their KV
+  Time ready = 0;         // the prefill replica emitted the first token: the KV may move
+  Time reserved = 0;      // the decode replica took blocks for it
+  Time start = 0;         // both ends' links were free: the bytes start moving
+  Time end = 0;           // the KV is in; the request decodes from the decode replica's next iteration
+};
+
 enum class RunOutcome { kDone, kInterrupted, kFailed };
 
 class Recorder {
@@ -100,6 +114,9 @@ class Recorder {
   // finished >= 0) or it was rejected. At the end of an interrupted run, also once for each request
   // that arrived but did not complete (status kWaiting or kRunning).
   virtual void on_request(const Request& /*r*/) {}
+
+  // Called once per KV transfer, when it ends (disaggregated serving).
+  virtual void on_transfer(const TransferRecord& /*t*/) {}
 
   // Called once at the very end. error is empty unless outcome is kFailed.
   virtual void on_run_end(RunOutcome /*outcome*/, const std::string& /*error*/) {}

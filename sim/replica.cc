@@ -49,6 +49,14 @@ void Replica::enqueue(Request* r, Time now) {
   }
 }
 
+void Replica::refuse(Request* r, Time now, RejectCause cause, std::string reason) {
+  now_ = now;
+  r->replica = static_cast<int16_t>(id_);
+  r->status = RequestStatus::kWaiting;
+  waiting_.push_back(r);
+  reject(r, cause, std::move(reason));
+}
+
 Time Replica::start_iteration(Time now) {
   assert(!busy_);
   now_ = now;
@@ -56,6 +64,7 @@ Time Replica::start_iteration(Time now) {
   preempted_ = 0;
   group_offered_ = false;
   policy_->next_batch(*this, now, batch_);
+  if (!incoming_.empty()) reserve_incoming();
   wake_at_ = batch_.wake_at;
   if (batch_.empty()) return kNever;
 
@@ -133,10 +142,17 @@ void Replica::finish_iteration(Time now) {
     if (r.generation_done()) {
       any_done = true;
       finish_generation(r);
+    } else if (role_ == ReplicaRole::kPrefill) {
+      // Its first token is out: the rest is decoded elsewhere, from this KV (see set_role).
+      any_done = true;
+      r.status = RequestStatus::kTransferring;
+      handoffs_->push_back(r.slot);
     }
   }
   if (any_done) {
-    std::erase_if(running_, [](const Sequence* s) { return s->status == RequestStatus::kDone; });
+    std::erase_if(running_, [](const Sequence* s) {
+      return s->status == RequestStatus::kDone || s->status == RequestStatus::kTransferring;
+    });
   }
   // What is left of the group stays one. So does a group the policy took and then dropped (its
   // members paused for a prefill-only iteration): they did not run. Otherwise, when the members
@@ -148,6 +164,43 @@ void Replica::finish_iteration(Time now) {
   for (Recorder* rec : recorders_) rec->on_iteration(record_, batch_.items);
   ++step_;
   busy_ = false;
+}
+
+void Replica::set_role(ReplicaRole role, std::vector<int32_t>* handoffs, std::vector<Reservation>* reserved) {
+  role_ = role;
+  handoffs_ = handoffs;
+  reserved_ = reserved;
+}
+
+void Replica::expect(Request* r) {
+  assert(role_ == ReplicaRole::kDecode && r->status == RequestStatus::kTransferring && r->block_table.empty());
+  r->decode_replica = static_cast<int16_t>(id_);
+  incoming_.push_back(r);
+}
+
+void Replica::reserve_incoming() {
+  // As vLLM's scheduler with a KV connector (NixlConnector): a request whose KV is remote takes
+  // blocks for it from the waiting queue, after the running requests took theirs, first come first
+  // served; the blocks its prefix cache already holds are not fetched.
+  const auto max_seqs = static_cast<size_t>(limits_.max_num_seqs);
+  while (!incoming_.empty() && running_.size() + receiving_ < max_seqs) {
+    Request& r = *incoming_.front();
+    const int32_t hits = kv_.cached_prefix_tokens(r);
+    if (!kv_.can_allocate(r, r.prompt_tokens, hits)) break;
+    [[maybe_unused]] const bool ok = kv_.allocate(r, r.prompt_tokens, hits);
+    assert(ok);
+    incoming_.pop_front();
+    ++receiving_;
+    reserved_->push_back({r.slot, hits});
+  }
+}
+
+void Replica::receive(Request* r, Time now) {
+  assert(receiving_ > 0 && r->status == RequestStatus::kTransferring);
+  --receiving_;
+  now_ = now;
+  r->status = RequestStatus::kRunning;  // its prompt computed, its first token to be computed next
+  running_.push_back(r);
 }
 
 void Replica::finish_generation(Request& r) {

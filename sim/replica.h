@@ -21,6 +21,21 @@
 
 namespace servesim {
 
+// A replica's part in disaggregated serving (SimOptions::roles).
+enum class ReplicaRole : uint8_t {
+  kBoth,     // prefills and decodes its requests (no disaggregation)
+  kPrefill,  // prefills: a request leaves, its KV held here, once it emitted its first token
+  kDecode,   // decodes requests prefilled elsewhere, once their KV has moved here
+};
+
+// A request prefilled on a prefill replica whose decode replica has just taken KV blocks for it:
+// its prompt's KV may now move. cached_tokens of its prompt were in the decode replica's prefix
+// cache and need not move.
+struct Reservation {
+  int32_t slot = 0;
+  int32_t cached_tokens = 0;
+};
+
 class Replica final : public ReplicaView {
  public:
   // `more_arrivals` points at the simulator's flag; the slot (Request::slot) of every request whose
@@ -34,6 +49,24 @@ class Replica final : public ReplicaView {
   // A request arrives (status kPending -> kWaiting), or is rejected at once if its prompt alone
   // could never fit in KV memory or reaches the model's context length.
   void enqueue(Request* r, Time now);
+  // A request arrives here and is rejected at once, for `reason`.
+  void refuse(Request* r, Time now, RejectCause cause, std::string reason);
+
+  // Disaggregated serving. A prefill replica hands a request off when it emits its first token
+  // (unless that was its last): the request leaves running() with status kTransferring, still
+  // holding its KV blocks here, and its slot is appended to *handoffs; the simulator takes the
+  // blocks over until the KV has moved. A decode replica queues such requests first come first
+  // served (expect), and at each of its scheduling decisions, after the policy formed its batch,
+  // takes KV blocks for the prompts at the head of that queue while they fit (and while fewer
+  // than max_num_seqs requests run or move here), appending each to *reserved; once the KV is in,
+  // receive() adds the request to running() to decode its next token.
+  // REQUIRES (set_role): before the run; handoffs and reserved outlive the replica.
+  void set_role(ReplicaRole role, std::vector<int32_t>* handoffs, std::vector<Reservation>* reserved);
+  ReplicaRole role() const { return role_; }
+  // REQUIRES: role() is kDecode; r is kTransferring and holds no blocks.
+  void expect(Request* r);
+  // REQUIRES: r was reserved here.
+  void receive(Request* r, Time now);
 
   bool busy() const { return busy_; }
   // Asks the policy for a batch at `now` and starts it. Returns the iteration's end time, or kNever
@@ -68,8 +101,9 @@ class Replica final : public ReplicaView {
   Time wake_at() const { return wake_at_; }
   // Applies the running iteration's results at its end time `now`. REQUIRES: busy()
   void finish_iteration(Time now);
-  // Requests still waiting or running (not done, not rejected).
-  size_t outstanding() const { return waiting_.size() + running_.size(); }
+  // Requests still waiting or running (not done, not rejected), and on a decode replica those
+  // whose KV waits for blocks here or is moving here.
+  size_t outstanding() const { return waiting_.size() + running_.size() + incoming_.size() + receiving_; }
   int64_t kv_blocks_used() const { return kv_.num_used(); }
   int64_t kv_blocks_total() const { return kv_.num_total(); }
   // For routers: how many of r's leading prompt tokens this replica's prefix cache holds (whole
@@ -94,6 +128,8 @@ class Replica final : public ReplicaView {
  private:
   static Request& req(Sequence* s) { return *static_cast<Request*>(s); }
   static const Request& req(const Sequence* s) { return *static_cast<const Request*>(s); }
+  // A decode replica takes blocks for the requests at the head of incoming_ (see set_role).
+  void reserve_incoming();
   // Puts seq in waiting_ at its place under QueueOrder::kPriority.
   void insert_by_priority(Sequence* seq);
   void complete(Request& r);
@@ -132,6 +168,11 @@ class Replica final : public ReplicaView {
 
   std::deque<Sequence*> waiting_;
   std::vector<Sequence*> running_;
+  ReplicaRole role_ = ReplicaRole::kBoth;
+  std::vector<int32_t>* handoffs_ = nullptr;
+  std::vector<Reservation>* reserved_ = nullptr;
+  std::deque<Request*> incoming_;  // decode: waiting for KV blocks here, first come first served
+  size_t receiving_ = 0;           // decode: holding blocks here, their KV on the way
   Batch batch_;              // the iteration in flight; its buffer is reused
   IterationRecord record_;   // the iteration in flight
   Time now_ = 0;             // time of the current decision (for admit / release)

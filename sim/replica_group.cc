@@ -134,8 +134,9 @@ int32_t Replica::step_group(Time now, int32_t k) {
 bool Replica::batch_leapable() {
   // The decode group of every running request, formed without a preemption, none of it finishing
   // in this very iteration (which leaves no run to leap over).
+  // On a decode replica, prompts whose KV waits for blocks here take them at the next decision.
   if (preempted_ > 0 || !batch_.items.empty() || static_cast<size_t>(batch_.group) != running_.size() ||
-      group_min_left_ <= 1) {
+      group_min_left_ <= 1 || !incoming_.empty()) {
     return false;
   }
   if (!policy_->decode_batch_repeats(*this)) return false;

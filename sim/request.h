@@ -80,6 +80,8 @@ enum class RequestStatus : uint8_t {
   kPending,   // not arrived yet
   kWaiting,   // in a replica's queue (new, or preempted)
   kRunning,   // admitted: holds KV blocks and is scheduled every iteration
+  kTransferring,  // disaggregated: prefilled, its first token out; its KV waits for, or moves
+                  // to, a decode replica
   kDone,      // all output generated; its response may still be held back (see Request::held)
   kRejected,  // can never be served (reason in Request::reason)
 };
@@ -119,7 +121,8 @@ struct Request : Sequence {
   int32_t output_tokens = 0;   // tokens that will be generated: min(spec->output_tokens, max_tokens)
   bool capped = false;         // spec->output_tokens exceeded max_tokens (finish reason "length")
   bool held = false;           // response released by the policy, not at the last token
-  int16_t replica = -1;
+  int16_t replica = -1;        // where it was sent (disaggregated: its prefill replica)
+  int16_t decode_replica = -1; // disaggregated: where it decodes; -1 until routed there
   int32_t slot = 0;            // where the simulator keeps it (its index, unless streamed)
   Time due = -1;               // when the client meant to send it (its arrival, or its parents'
                                // finish plus think time); later than `arrival` when

@@ -39,6 +39,7 @@ namespace servesim {
 struct SimOptions {
   int32_t replicas = 1;
   SchedulerLimits limits;
+  std::vector<SchedulerLimits> replica_limits;  // per replica; empty: `limits` for every one
   int32_t block_size = 16;           // tokens per KV block
   int64_t kv_blocks = -1;            // KV blocks per replica; -1 = what the backend says
   bool prefix_caching = false;       // automatic prefix caching in the block managers
@@ -61,6 +62,23 @@ struct SimOptions {
   // A request with parents (a conversation's next turn) goes where its first parent went, where its
   // conversation's KV blocks are cached, without asking the router.
   bool session_affinity = true;
+  // Disaggregated prefill and decode: each replica's role (empty: every replica does both). A
+  // request is sent to a prefill replica (by `router`, among the prefill replicas), emits its first
+  // token there, and then goes to a decode replica (by a second router of the same kind, among
+  // the decode replicas; with session affinity, where its first parent decoded). The decode
+  // replica takes KV blocks for the prompt when it can (Replica::set_role); meanwhile the prefill
+  // replica keeps holding them, so a full decode pool stops the prefill pool's admissions (pull
+  // transfers, as DistServe and vLLM's NixlConnector). The KV then moves over the link between
+  // the two replicas: each replica's link end carries one transfer at a time, first come first
+  // served; a transfer takes bytes / min(both ends' bandwidth) + max(both ends' latency), its
+  // bytes being the prompt tokens the decode replica's prefix cache lacks times the prefill
+  // replica's backend's KV bytes per token.
+  std::vector<ReplicaRole> roles;
+  struct LinkEnd {
+    double bytes_per_second = 0;  // > 0
+    Time latency = 0;
+  };
+  std::vector<LinkEnd> links;  // per replica, with roles
 };
 
 struct RunResult {
@@ -114,6 +132,12 @@ class Simulator {
   void arrive(Request& r, Time now);
   // Routes r to a replica at `now`.
   void send(Request& r, Time now);
+  // Disaggregated: routes the requests the prefill replicas handed off to decode replicas, takes
+  // their KV blocks over from the prefill replica; starts the transfers the decode replicas
+  // reserved blocks for; ends a transfer.
+  void hand_off(Time now);
+  void start_transfers(Time now);
+  void end_transfer(int32_t slot, Time now);
   void settle_dependents(Time now);
   void schedule_idle(Time now);
   // The earliest time at which something from outside may reach replica i, which is idle at `now`
@@ -129,6 +153,20 @@ class Simulator {
   std::vector<int32_t> independent_;  // requests without parents, by arrival (stable)
   size_t next_arrival_ = 0;           // into independent_
   std::unique_ptr<Router> router_;
+  // Disaggregation (empty pools: off). The router above picks among prefill_pool_.
+  std::vector<size_t> prefill_pool_, decode_pool_;
+  std::unique_ptr<Router> decode_router_;
+  std::vector<SimOptions::LinkEnd> links_;
+  std::vector<double> kv_bytes_per_token_;  // per replica, from its backend
+  std::vector<Time> link_free_;              // per replica: when its link end is free
+  int64_t min_decode_kv_tokens_ = 0;         // the smallest decode replica's KV, in tokens; -1: unlimited
+  std::vector<int32_t> handoffs_;            // slots handed off since looked at
+  std::vector<Reservation> reserved_;        // reservations made since looked at
+  struct Transfer {
+    Sequence prefill_blocks;  // the KV blocks it holds on its prefill replica until moved
+    TransferRecord record;
+  };
+  std::vector<Transfer> transfers_;  // by slot (grown as needed)
   bool session_affinity_ = true;
   bool routing_reads_state_ = false;  // the router looks at the replicas (all but round robin)
   // Dependencies: children of request i are children_[child_start_[i] .. child_start_[i + 1]).

@@ -167,8 +167,9 @@ TEST(MetricsAccumulator, MetricsComeInCanonicalOrder) {
   }
   // All but kv_utilization_mean and the kv_*_per_replica (KV unlimited), the four rejected_<cause>
   // (none rejected), goodput and attainment (no SLOs), overloaded and the two backlog_growth (too few
-  // requests to tell), the two costs (no price), and replica_groups and kv_blocks_total (one group).
-  EXPECT_EQ(metrics.size(), names.size() - 17) << [&] { std::string s; for (const Metric& m : metrics) s += m.name + " "; return s; }();
+  // requests to tell), the two costs (no price), replica_groups and kv_blocks_total (one group), and
+  // the eight of disaggregated serving (kv_transfer*, the pools' utilizations).
+  EXPECT_EQ(metrics.size(), names.size() - 25) << [&] { std::string s; for (const Metric& m : metrics) s += m.name + " "; return s; }();
 }
 
 // The percentiles (standard, and asked for), the std and the quantile grid equal those of the
