@@ -170,10 +170,11 @@ Result<RunConfig> resolve_config(toml::table table) {
     const int64_t prefill = top.integer("prefill_replicas", 0, 1, 4096);
     const int64_t decode = top.integer("decode_replicas", 0, 1, 4096);
     if (top.ok()) {
-      const char* missing = !top.has("prefill_replicas") ? "prefill_replicas" : !top.has("decode_replicas") ? "decode_replicas" : nullptr;
-      if (missing != nullptr) {
-        top.refuse(missing, "disaggregated serving needs both prefill_replicas and decode_replicas "
-                            "(--prefill-replicas N --decode-replicas M)");
+      const char* given = !top.has("prefill_replicas") ? "decode_replicas" : !top.has("decode_replicas") ? "prefill_replicas" : nullptr;
+      if (given != nullptr) {
+        top.refuse(given, std::string("disaggregated serving needs both pools: give ") +
+                              (given[0] == 'p' ? "decode_replicas (--decode-replicas M)" : "prefill_replicas (--prefill-replicas N)") +
+                              " too");
       } else if (!c.replica_groups.empty()) {
         top.refuse("prefill_replicas", "the configuration gives [[replicas]] groups too; give the pools as "
                                        "groups with role = \"prefill\" and role = \"decode\", or drop the groups");
