@@ -176,15 +176,16 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
                                                         : "hardware " + preset_display_name(b.hardware_path(), PresetKind::kHardware);
       const double gbs = config.link_gbs > 0 ? config.link_gbs * 1e9 : b.network_bandwidth();
       const double latency = config.link_latency_us >= 0 ? config.link_latency_us * 1e-6 : b.network_latency();
+      const bool file = !b.hardware_path().empty();
       if (gbs <= 0) {
         return Error{"disaggregation.link_gbs: " + hw + " (" + key + ") gives no network_gbs, the bandwidth per GPU " +
-                     "of the link its KV transfers take; add network_gbs to the hardware file, or give " +
-                     "--set disaggregation.link_gbs=GBS"};
+                     "of the link its KV transfers take; " + (file ? "add network_gbs to the hardware file, or " : "") +
+                     "give --set disaggregation.link_gbs=GBS"};
       }
       if (latency < 0) {
         return Error{"disaggregation.link_latency_us: " + hw + " (" + key + ") gives no network_latency_us, the " +
-                     "fixed cost of one KV transfer; add network_latency_us to the hardware file, or give " +
-                     "--set disaggregation.link_latency_us=US"};
+                     "fixed cost of one KV transfer; " + (file ? "add network_latency_us to the hardware file, or " : "") +
+                     "give --set disaggregation.link_latency_us=US"};
       }
       const ReplicaRole role = g.role == "prefill" ? ReplicaRole::kPrefill : ReplicaRole::kDecode;
       roles.insert(roles.end(), static_cast<size_t>(g.count), role);

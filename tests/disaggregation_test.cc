@@ -184,6 +184,20 @@ TEST(Disaggregation, AOneTokenRequestNeverMoves) {
   EXPECT_DOUBLE_EQ(secs(run->capture.by_id("A").finished), 1.0);
 }
 
+// A prompt that no decode replica could hold is rejected when it arrives, as a prompt too large for
+// the cache is, rather than left waiting for blocks forever.
+TEST(Disaggregation, APromptNoDecodeReplicaHoldsIsRejected) {
+  SimOptions o;
+  o.block_size = 4;
+  auto run = disaggregated({spec("big", 0, 13, 2), spec("small", 0, 8, 2)}, 1, 1, 100, 3, 0, 1e9, 0, o);
+  ASSERT_EQ(run->result.outcome, RunOutcome::kDone) << run->result.error;
+  const Request& big = run->capture.by_id("big");
+  EXPECT_EQ(big.status, RequestStatus::kRejected);
+  EXPECT_EQ(big.cause, RejectCause::kKvCapacity);
+  EXPECT_NE(big.reason.find("12 tokens of KV of the smallest decode replica"), std::string::npos) << big.reason;
+  EXPECT_EQ(run->capture.by_id("small").status, RequestStatus::kDone);
+}
+
 // Every router, two prefill and two decode replicas (the roofline, 256 KV blocks each, links of
 // 25 GB/s and 10 us), over the invariants' workloads, with and without
 // session affinity: every request settled once, prefilled in the prefill pool and decoded in the

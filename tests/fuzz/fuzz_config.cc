@@ -1,5 +1,6 @@
 // Fuzz target: the run configuration (TOML, as --config reads it) with one --set assignment (the
-// input's first line), and the policy and router options it names.
+// input's first line), and the policy and router options it names (the replica groups' own
+// policies too).
 #include <string_view>
 
 #include "policies/registry.h"
@@ -22,6 +23,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The router it names, with its options.
   if (Result<const RouterInfo*> router = find_router(config.value().router); router.ok()) {
     (void)router.value()->make(config.value().router_options, 1);
+  }
+  for (const ReplicaGroup& g : config.value().replica_groups) {
+    if (!g.has_policy) continue;
+    Result<const PolicyInfo*> own = find_policy(g.policy.empty() ? config.value().policy : g.policy);
+    if (own.ok()) (void)own.value()->make(g.policy_options);
   }
   Result<const PolicyInfo*> policy = find_policy(config.value().policy);
   if (!policy.ok()) return 0;
