@@ -14,6 +14,11 @@
 // more arrivals due at t; then each idle replica, in replica order, forms its next batch. So a
 // scheduling decision at t sees every request that arrived at or before t, including those arriving
 // at the very instant an iteration ends, and all requests arriving at the same instant together.
+//
+// Disaggregated (SimOptions::roles): a prefill replica's iteration end hands its prefilled
+// requests to decode replicas at once (routed then); a decode replica takes blocks for them when it
+// next forms a batch, and their transfers start then; a transfer's end is an event like an
+// iteration's, after which both replicas decide again.
 #pragma once
 
 #include <atomic>
