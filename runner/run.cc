@@ -99,8 +99,10 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
   setup.hardware_sample = config.hardware_sample;
   setup.specs_cache = std::make_shared<SpecsCache>();
   // The replicas' groups: the configuration's [[replicas]] (mixed hardware), or one group.
-  std::vector<ReplicaGroup> groups = config.replica_groups;
-  const bool mixed = !groups.empty();
+  // (Referred to, not copied: a copied TOML table loses its values' file positions, which the
+  // groups' [replicas.policy] errors name.)
+  const bool mixed = !config.replica_groups.empty();
+  std::vector<ReplicaGroup> one_group;
   if (mixed && backend_info.value()->measures) {
     return Error{"replicas: [[replicas]] groups of their own hardware are priced by a cost model; the " +
                  config.backend + " backend measures this one machine (use --backend roofline)"};
@@ -110,8 +112,9 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
     all.count = config.replicas;
     all.hardware = config.hardware;
     all.tp = config.tp;
-    groups.push_back(std::move(all));
+    one_group.push_back(std::move(all));
   }
+  const std::vector<ReplicaGroup>& groups = mixed ? config.replica_groups : one_group;
   const bool disaggregated = config.disaggregated();
   std::vector<size_t> group_first;  // the index of each group's first replica
   std::vector<SchedulerLimits> limits;  // per replica
@@ -156,7 +159,7 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
     group_first.push_back(backends.size());
     for (int32_t i = 0; i < g.count; ++i) {
       Result<std::unique_ptr<Policy>> p = group_policy->make(*group_options);
-      if (!p.ok()) return g.has_policy ? Error{key + "." + p.error().message} : p.error();
+      if (!p.ok()) return p.error();  // the [replicas.policy] value's file and line, or the run's
       if (disaggregated && p.value()->holds_finished_requests()) {
         return Error{(g.has_policy ? key + ".policy.name: " : std::string("--policy ")) + std::string(p.value()->name()) +
                      ": disaggregated serving hands each request to a decode replica after its first token, "

@@ -137,8 +137,6 @@ Result<RunConfig> resolve_config(toml::table table) {
         rg.has_policy = true;
         rg.policy = p.string("name", "");
         if (!p.ok()) return p.error();
-        rg.policy_options = *policy;
-        rg.policy_options.erase("name");
       }
       r.reject_unknown();
       if (!r.ok()) return r.error();
@@ -264,6 +262,15 @@ Result<RunConfig> resolve_config(toml::table table) {
     // Moved, not copied: moving keeps each value's file position for the policy's messages.
     c.policy_options = std::move(*policy);
     c.policy_options.erase("name");
+  }
+  if (toml::array* groups = table.get_as<toml::array>("replicas")) {
+    // The groups' own policy options, moved too.
+    for (size_t g = 0; g < groups->size() && g < c.replica_groups.size(); ++g) {
+      toml::table* policy = (*groups)[g].as_table() ? (*groups)[g].as_table()->get_as<toml::table>("policy") : nullptr;
+      if (policy == nullptr) continue;
+      c.replica_groups[g].policy_options = std::move(*policy);
+      c.replica_groups[g].policy_options.erase("name");
+    }
   }
   if (toml::table* router = table.get_as<toml::table>("router")) {
     c.router_options = std::move(*router);

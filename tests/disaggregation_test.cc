@@ -313,6 +313,9 @@ TEST_F(DisaggregationCli, BadInputIsExitTwoNamingTheKeyAndWritesNothing) {
   write("prefill-only.toml", "trace = 'pareto.toml'\n[[replicas]]\ncount = 2\nrole = 'prefill'\n");
   write("half.toml", "trace = 'pareto.toml'\n[[replicas]]\ncount = 2\nrole = 'prefill'\n[[replicas]]\ncount = 2\n");
   write("plain.toml", "trace = 'pareto.toml'\n[disaggregation]\nlink_gbs = 10\n");
+  write("bad-policy.toml",
+        "trace = 'pareto.toml'\n[[replicas]]\ncount = 1\nrole = 'prefill'\n[[replicas]]\ncount = 1\n"
+        "role = 'decode'\n[replicas.policy]\nkv_reserve = 'maybe'\n");
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--trace", "pareto.toml", "--prefill-replicas", "0", "--decode-replicas", "2"}, "prefill_replicas"},
       {{"--trace", "pareto.toml", "--prefill-replicas", "2"}, "decode_replicas"},
@@ -321,6 +324,7 @@ TEST_F(DisaggregationCli, BadInputIsExitTwoNamingTheKeyAndWritesNothing) {
       {{"--config", "prefill-only.toml"}, "needs a decode pool"},
       {{"--config", "half.toml"}, "role"},
       {{"--config", "plain.toml"}, "disaggregation"},
+      {{"--config", "bad-policy.toml"}, "bad-policy.toml:9:14: policy.kv_reserve: expected one of"},
       {{"--trace", "pareto.toml", "--prefill-replicas", "1", "--decode-replicas", "1", "--hardware", "l4"},
        "disaggregation.link_gbs: hardware l4 (replicas[0]) gives no network_gbs"},
       {{"--trace", "pareto.toml", "--prefill-replicas", "1", "--decode-replicas", "1", "--policy", "static"},
