@@ -64,7 +64,7 @@ Time Replica::start_iteration(Time now) {
   preempted_ = 0;
   group_offered_ = false;
   policy_->next_batch(*this, now, batch_);
-  if (!incoming_.empty()) reserve_incoming();
+  if (!incoming_.empty() && preempted_ == 0) reserve_incoming();  // as vLLM: none after a preemption
   wake_at_ = batch_.wake_at;
   if (batch_.empty()) return kNever;
 

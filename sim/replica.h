@@ -56,9 +56,10 @@ class Replica final : public ReplicaView {
   // (unless that was its last): the request leaves running() with status kTransferring, still
   // holding its KV blocks here, and its slot is appended to *handoffs; the simulator takes the
   // blocks over until the KV has moved. A decode replica queues such requests first come first
-  // served (expect), and at each of its scheduling decisions, after the policy formed its batch,
-  // takes KV blocks for the prompts at the head of that queue while they fit (and while fewer
-  // than max_num_seqs requests run or move here), appending each to *reserved; once the KV is in,
+  // served (expect), and at each of its scheduling decisions, after the policy formed its batch
+  // without preempting anybody, takes KV blocks for the prompts at the head of that queue while
+  // they fit (and while fewer than max_num_seqs requests run or move here), appending each to
+  // *reserved; once the KV is in,
   // receive() adds the request to running() to decode its next token.
   // REQUIRES (set_role): before the run; handoffs and reserved outlive the replica.
   void set_role(ReplicaRole role, std::vector<int32_t>* handoffs, std::vector<Reservation>* reserved);
