@@ -1,5 +1,6 @@
 #include "sim/simulator.h"
 
+#include "sim/replicas_view.h"
 #include "sim/toml_fields.h"
 
 #include <algorithm>
@@ -47,55 +48,12 @@ Simulator::Simulator(const SimOptions& options, std::vector<std::unique_ptr<Poli
   session_affinity_ = options.session_affinity;
   // A router that reads the replicas' state may send the next request anywhere: every replica's
   // horizon is then the next arrival anywhere, and no leap goes past an arrival (the state a router
-  // reads at an arrival is the state of stepping there).
-  routing_reads_state_ = !router_->next_in_turn().has_value();
-  if (routing_reads_state_ || !session_affinity_) narrow_horizons_ = false;
-  if (!options.roles.empty()) {
-    for (size_t i = 0; i < replicas_.size(); ++i) {
-      const ReplicaRole role = options.roles[i];
-      assert(role != ReplicaRole::kBoth);
-      replicas_[i]->set_role(role, &handoffs_, &reserved_);
-      (role == ReplicaRole::kPrefill ? prefill_pool_ : decode_pool_).push_back(i);
-      if (role == ReplicaRole::kDecode) {
-        const int64_t blocks = replicas_[i]->kv_blocks_total();
-        const int64_t tokens = blocks < 0 ? -1 : blocks * options.block_size;
-        if (decode_pool_.size() == 1 || (tokens >= 0 && (min_decode_kv_tokens_ < 0 || tokens < min_decode_kv_tokens_))) {
-          min_decode_kv_tokens_ = tokens;
-        }
-      }
-    }
-    assert(!prefill_pool_.empty() && !decode_pool_.empty());
-    links_ = options.links;
-    link_free_.assign(replicas_.size(), 0);
-    decode_router_ = options.router ? options.router() : make_round_robin_router();
-    // Handoffs and transfers happen at events anywhere: every replica's horizon is the next event.
-    routing_reads_state_ = true;
-    narrow_horizons_ = false;
-  }
+  // reads at an arrival is the state of stepping there). So with disaggregation (set_up_pools).
+  leaps_stop_at_events_ = !router_->next_in_turn().has_value();
+  if (leaps_stop_at_events_ || !session_affinity_) narrow_horizons_ = false;
+  if (!options.roles.empty()) set_up_pools(options);
 }
 
-namespace {
-
-// The replicas as routers see them: all, or one pool's (its i-th replica is replicas[pool[i]]).
-class ReplicasView final : public RouterView {
- public:
-  ReplicasView(const std::vector<std::unique_ptr<Replica>>& replicas, const std::vector<size_t>* pool = nullptr)
-      : replicas_(replicas), pool_(pool) {}
-  size_t replicas() const override { return pool_ != nullptr ? pool_->size() : replicas_.size(); }
-  ReplicaLoad load(size_t i) const override {
-    const Replica& r = at(i);
-    return {static_cast<int64_t>(r.outstanding()), r.kv_blocks_used(), r.kv_blocks_total()};
-  }
-  int64_t cached_prefix_tokens(size_t i, Request& r) const override { return at(i).cached_prefix_tokens(r); }
-  int64_t cached_blocks(size_t i) const override { return at(i).cached_blocks(); }
-
- private:
-  Replica& at(size_t i) const { return *replicas_[pool_ != nullptr ? (*pool_)[i] : i]; }
-  const std::vector<std::unique_ptr<Replica>>& replicas_;
-  const std::vector<size_t>* pool_;
-};
-
-}  // namespace
 
 Simulator::Simulator(const std::vector<RequestSpec>& specs, const SimOptions& options,
                      std::vector<std::unique_ptr<Policy>> policies,
@@ -257,7 +215,7 @@ void Simulator::send(Request& r, Time now) {
     target = router_->route(r, ReplicasView(replicas_));
     assert(target < replicas_.size());
   }
-  if (min_decode_kv_tokens_ >= 0 && !decode_pool_.empty() && r.prompt_tokens > min_decode_kv_tokens_) {
+  if (min_decode_kv_tokens_ >= 0 && r.prompt_tokens > min_decode_kv_tokens_) {
     // Its KV could never move to some decode replica: refused at once, as a prompt too large for
     // the cache is.
     replicas_[target]->refuse(&r, now, RejectCause::kKvCapacity,
@@ -268,79 +226,6 @@ void Simulator::send(Request& r, Time now) {
     replicas_[target]->enqueue(&r, now);
   }
   touch(target);
-}
-
-void Simulator::hand_off(Time now) {
-  for (const int32_t slot : handoffs_) {
-    Request& r = requests_[static_cast<size_t>(slot)];
-    if (transfers_.size() <= static_cast<size_t>(slot)) transfers_.resize(static_cast<size_t>(slot) + 1);
-    Transfer& t = transfers_[static_cast<size_t>(slot)];
-    // The prefill replica's blocks stay held, by the transfer, until the KV has moved.
-    t.prefill_blocks.block_table.clear();
-    t.prefill_blocks.block_table.swap(r.block_table);
-    t.prefill_blocks.num_registered_blocks = r.num_registered_blocks;
-    r.num_registered_blocks = 0;
-    size_t d;
-    const int16_t parent_decode =
-        r.spec->after.empty() ? -1 : requests_[static_cast<size_t>(r.spec->after.front())].decode_replica;
-    if (session_affinity_ && parent_decode >= 0) {
-      d = static_cast<size_t>(parent_decode);
-    } else {
-      const size_t k = decode_router_->route(r, ReplicasView(replicas_, &decode_pool_));
-      assert(k < decode_pool_.size());
-      d = decode_pool_[k];
-    }
-    t.record = TransferRecord{};
-    t.record.request = &r;
-    t.record.prefill_replica = r.replica;
-    t.record.decode_replica = static_cast<int32_t>(d);
-    t.record.ready = now;
-    replicas_[d]->expect(&r);
-    touch(d);
-  }
-  handoffs_.clear();
-}
-
-void Simulator::start_transfers(Time now) {
-  for (const Reservation& res : reserved_) {
-    Request& r = requests_[static_cast<size_t>(res.slot)];
-    Transfer& t = transfers_[static_cast<size_t>(res.slot)];
-    const auto p = static_cast<size_t>(r.replica);
-    const auto d = static_cast<size_t>(r.decode_replica);
-    t.record.tokens = r.prompt_tokens - res.cached_tokens;
-    t.record.bytes = static_cast<double>(t.record.tokens) * kv_bytes_per_token_[p];
-    const double bandwidth = std::min(links_[p].bytes_per_second, links_[d].bytes_per_second);
-    const Time moving = seconds_to_time(t.record.bytes / bandwidth);
-    const Time start = std::max({now, link_free_[p], link_free_[d]});
-    const Time free_at = add_time(start, moving);
-    const Time end = add_time(free_at, std::max(links_[p].latency, links_[d].latency));
-    if (end == kNever) {
-      if (failure_.empty()) {
-        failure_ = "the KV of request '" + r.id() + "' (" + format_number(t.record.bytes) +
-                   " bytes) would arrive at its decode replica past the simulation horizon of 1e9 s; " +
-                   "check the link's bandwidth";
-      }
-      continue;
-    }
-    link_free_[p] = link_free_[d] = free_at;
-    t.record.reserved = now;
-    t.record.start = start;
-    t.record.end = end;
-    events_.push(end, EventKind::kTransferEnd, res.slot);
-  }
-  reserved_.clear();
-}
-
-void Simulator::end_transfer(int32_t slot, Time now) {
-  Request& r = requests_[static_cast<size_t>(slot)];
-  Transfer& t = transfers_[static_cast<size_t>(slot)];
-  const auto p = static_cast<size_t>(r.replica);
-  const auto d = static_cast<size_t>(r.decode_replica);
-  replicas_[p]->kv().free(t.prefill_blocks);
-  touch(p);
-  replicas_[d]->receive(&r, now);
-  touch(d);
-  for (Recorder* rec : recorders_) rec->on_transfer(t.record);
 }
 
 void Simulator::settle_dependents(Time now) {
@@ -422,7 +307,7 @@ void Simulator::schedule_idle(Time now) {
     const auto id = static_cast<int32_t>(s.replica);
     if (s.end != kNever) {
       const Time end = !leaps || !rep.can_leap() ? s.end
-                       : rep.leap(rep.leap_ignores_arrivals() && !routing_reads_state_ ? kNever
+                       : rep.leap(rep.leap_ignores_arrivals() && !leaps_stop_at_events_ ? kNever
                                                                                       : horizon(s.replica, now));
       events_.push(end, EventKind::kIterationEnd, id);
     } else if (rep.wake_at() != kNever && rep.wake_at() > now &&

@@ -140,6 +140,7 @@ class Simulator {
   // Disaggregated: routes the requests the prefill replicas handed off to decode replicas, takes
   // their KV blocks over from the prefill replica; starts the transfers the decode replicas
   // reserved blocks for; ends a transfer.
+  void set_up_pools(const SimOptions& options);  // sim/disaggregation.cc, as the three below
   void hand_off(Time now);
   void start_transfers(Time now);
   void end_transfer(int32_t slot, Time now);
@@ -164,7 +165,7 @@ class Simulator {
   std::vector<SimOptions::LinkEnd> links_;
   std::vector<double> kv_bytes_per_token_;  // per replica, from its backend
   std::vector<Time> link_free_;              // per replica: when its link end is free
-  int64_t min_decode_kv_tokens_ = 0;         // the smallest decode replica's KV, in tokens; -1: unlimited
+  int64_t min_decode_kv_tokens_ = -1;        // the smallest decode replica's KV, in tokens; -1: unlimited
   std::vector<int32_t> handoffs_;            // slots handed off since looked at
   std::vector<Reservation> reserved_;        // reservations made since looked at
   struct Transfer {
@@ -173,7 +174,9 @@ class Simulator {
   };
   std::vector<Transfer> transfers_;  // by slot (grown as needed)
   bool session_affinity_ = true;
-  bool routing_reads_state_ = false;  // the router looks at the replicas (all but round robin)
+  // Whether every leap stops at the next event anywhere: the router looks at the replicas (all but
+  // round robin), or requests move between replicas (disaggregation).
+  bool leaps_stop_at_events_ = false;
   // Dependencies: children of request i are children_[child_start_[i] .. child_start_[i + 1]).
   std::vector<int32_t> child_start_, children_;
   std::vector<int32_t> parents_left_;
