@@ -154,13 +154,13 @@ void DbRecorder::write_bucket(int32_t replica, const Bucket& b) {
   sqlite3_bind_int64(s, 3, b.index);
   sqlite3_bind_double(s, 4, static_cast<double>(b.index) * resolution_);
   sqlite3_bind_int64(s, 5, b.iterations);
-  sqlite3_bind_double(s, 6, b.busy);
+  sqlite3_bind_double(s, 6, to_seconds(b.busy));
   sqlite3_bind_int64(s, 7, b.prefill);
   sqlite3_bind_int64(s, 8, b.decode);
   sqlite3_bind_int64(s, 9, b.emitted);
   sqlite3_bind_int64(s, 10, b.seqs_max);
   sqlite3_bind_int64(s, 11, b.waiting_max);
-  sqlite3_bind_double(s, 12, b.busy > 0 ? b.kv_weighted / b.busy : 0);
+  sqlite3_bind_double(s, 12, b.busy > 0 ? static_cast<double>(b.kv_ns) / static_cast<double>(b.busy) : 0);
   sqlite3_bind_int64(s, 13, b.kv_max);
   bind_count(s, 14, b.kv_total);
   sqlite3_bind_int64(s, 15, b.preemptions);
@@ -181,11 +181,25 @@ void DbRecorder::on_decode_steps(const DecodeSteps& steps) {
     Recorder::on_decode_steps(steps);  // a row each
     return;
   }
+  // As add_to_bucket for each iteration.
   Time at = steps.start;
-  for (size_t j = 0; j < steps.durations.size(); ++j) {
-    add_to_bucket(steps.replica, at, steps.durations[j], 0, steps.num_seqs, steps.num_seqs, 0,
-                  steps.num_seqs, steps.waiting[j], steps.kv_blocks_used[j], steps.kv_blocks_total);
-    at += steps.durations[j];
+  DecodeDurationCursor duration(steps.durations);
+  int64_t j = 0;
+  for (const DecodeSteps::Range& range : steps.ranges) {
+    for (; j < range.end; ++j) {
+      const Time d = duration.next();
+      Bucket& b = bucket_for(steps.replica, at);
+      ++b.iterations;
+      b.busy += d;
+      b.decode += steps.num_seqs;
+      b.emitted += steps.num_seqs;
+      b.seqs_max = std::max<int64_t>(b.seqs_max, steps.num_seqs);
+      b.waiting_max = std::max<int64_t>(b.waiting_max, range.waiting);
+      b.kv_ns += static_cast<Wide>(range.kv_blocks_used) * d;
+      b.kv_max = std::max(b.kv_max, range.kv_blocks_used);
+      b.kv_total = steps.kv_blocks_total;
+      at += d;
+    }
   }
   if (chunk_.size() >= kRowsPerChunk) hand_over();
 }
@@ -202,9 +216,7 @@ Time DbRecorder::first_time_of(int64_t index) const {
   return t;
 }
 
-void DbRecorder::add_to_bucket(int32_t replica, Time start, Time duration, int64_t prefill,
-                               int64_t decode, int64_t emitted, int64_t preempted, int64_t seqs,
-                               int64_t waiting, int64_t kv_used, int64_t kv_total) {
+DbRecorder::Bucket& DbRecorder::bucket_for(int32_t replica, Time start) {
   const auto r = static_cast<size_t>(replica);
   if (buckets_.size() <= r) buckets_.resize(r + 1);
   Bucket& b = buckets_[r];
@@ -218,16 +230,22 @@ void DbRecorder::add_to_bucket(int32_t replica, Time start, Time duration, int64
       b.end = first_time_of(index + 1);
     }
   }
-  const double seconds = to_seconds(duration);
+  return b;
+}
+
+void DbRecorder::add_to_bucket(int32_t replica, Time start, Time duration, int64_t prefill,
+                               int64_t decode, int64_t emitted, int64_t preempted, int64_t seqs,
+                               int64_t waiting, int64_t kv_used, int64_t kv_total) {
+  Bucket& b = bucket_for(replica, start);
   ++b.iterations;
-  b.busy += seconds;
+  b.busy += duration;
   b.prefill += prefill;
   b.decode += decode;
   b.emitted += emitted;
   b.preemptions += preempted;
   b.seqs_max = std::max(b.seqs_max, seqs);
   b.waiting_max = std::max(b.waiting_max, waiting);
-  b.kv_weighted += static_cast<double>(kv_used) * seconds;
+  b.kv_ns += static_cast<Wide>(kv_used) * duration;
   b.kv_max = std::max(b.kv_max, kv_used);
   b.kv_total = kv_total;
 }

@@ -124,19 +124,24 @@ class DbRecorder : public Recorder {
   const LogLevel level_;
   const double resolution_;
   // The timeline bucket in progress, per replica.
+  __extension__ using Wide = __int128;
   struct Bucket {
     int64_t index = -1;  // -1: none yet
     Time end = 0;        // the first time of the next bucket
     int64_t iterations = 0, prefill = 0, decode = 0, emitted = 0, preemptions = 0;
     int64_t seqs_max = 0, waiting_max = 0, kv_max = 0, kv_total = -1;
-    double busy = 0, kv_weighted = 0;
+    Time busy = 0;        // ns
+    Wide kv_ns = 0;       // blocks used x ns
   };
   std::vector<Bucket> buckets_;
   sqlite3_stmt* insert_timeline_ = nullptr;
   void write_bucket(int32_t replica, const Bucket& b);
   int64_t bucket_index(Time t) const;
   Time first_time_of(int64_t index) const;  // the least t with bucket_index(t) >= index
-  // Adds one iteration to its replica's bucket, moving the bucket to the chunk when a new starts.
+  // The bucket of an iteration of `replica` starting at `start`, moving the one in progress to the
+  // chunk when a new one starts.
+  Bucket& bucket_for(int32_t replica, Time start);
+  // Adds one iteration to its replica's bucket.
   void add_to_bucket(int32_t replica, Time start, Time duration, int64_t prefill, int64_t decode,
                      int64_t emitted, int64_t preempted, int64_t seqs, int64_t waiting,
                      int64_t kv_used, int64_t kv_total);

@@ -225,15 +225,19 @@ void MetricsAccumulator::on_iteration(const IterationRecord& it, std::span<const
 void MetricsAccumulator::on_decode_steps(const DecodeSteps& steps) {
   // As count_iteration for each step, summed first: durations in 64 bits (a leap is shorter than
   // the 10^9 s horizon), blocks x durations in 128.
-  const size_t n = steps.durations.size();
+  const auto n = static_cast<size_t>(steps.count);
+  leap_durations_.resize(n);
+  DecodeDurationCursor(steps.durations).fill(leap_durations_);
   Time ns = 0;
   Wide used_ns = 0;
-  for (size_t j = 0; j < n; ++j) {
-    const Time d = steps.durations[j];
-    ns += d;
-    used_ns += static_cast<Wide>(steps.kv_blocks_used[j]) * d;
+  size_t j = 0;
+  for (const DecodeSteps::Range& range : steps.ranges) {
+    Time range_ns = 0;
+    for (; j < static_cast<size_t>(range.end); ++j) range_ns += leap_durations_[j];
+    ns += range_ns;
+    used_ns += static_cast<Wide>(range.kv_blocks_used) * range_ns;
   }
-  gaps_.add_each(steps.durations, steps.num_seqs);
+  gaps_.add_each(leap_durations_, steps.num_seqs);
   iterations_ += static_cast<int64_t>(n);
   if (!options_.pools.empty()) {
     if (busy_.size() <= static_cast<size_t>(steps.replica)) busy_.resize(static_cast<size_t>(steps.replica) + 1);

@@ -36,7 +36,7 @@ void ProgressLine::on_iteration(const IterationRecord& it, std::span<const Batch
 }
 
 void ProgressLine::on_decode_steps(const DecodeSteps& steps) {
-  iterations_.store(iterations_.load(std::memory_order_relaxed) + static_cast<int64_t>(steps.durations.size()),
+  iterations_.store(iterations_.load(std::memory_order_relaxed) + steps.count,
                     std::memory_order_relaxed);
   now_.store(steps.start, std::memory_order_relaxed);
 }

@@ -45,32 +45,30 @@ void TokenGaps::add(Time gap, int64_t n) {
 }
 
 void TokenGaps::add_each(std::span<const Time> gaps, int64_t n) {
-  // A leap's gaps ascend, by less than the merged runs are apart, mostly: find the first by
-  // bisection, each next by walking on from the last, and bisect again after a long walk.
-  const auto bisect = [&](size_t lo, Time gap) {
-    return static_cast<size_t>(std::partition_point(runs_.begin() + static_cast<std::ptrdiff_t>(lo),
-                                                    runs_.begin() + static_cast<std::ptrdiff_t>(merged_),
-                                                    [gap](const Run& r) { return r.first < gap; }) -
-                               runs_.begin());
-  };
-  size_t at = 0;  // no merged run before it is at or above the last gap
+  // A leap's gaps ascend, mostly: find each in the merged runs by galloping on from where the last
+  // one was (probes 1, 2, 4, ... ahead, then bisection between the last two).
+  size_t at = 0;  // no merged run before it is below the last gap
   Time last = -1;
   for (const Time gap : gaps) {
     if (gap < last) at = 0;  // not ascending here
     last = gap;
-    size_t walked = 0;
-    while (at < merged_ && runs_[at].first < gap && walked < 8) {
-      ++at;
-      ++walked;
+    size_t lo = at, step = 1;
+    while (lo + step < merged_ && runs_[lo + step].first < gap) {
+      lo += step;
+      step *= 2;
     }
-    if (walked == 8) at = bisect(at, gap);
+    // runs_[lo] may be below gap; runs_[min(lo + step, merged_)] is not (or is the end).
+    const auto first = runs_.begin() + static_cast<std::ptrdiff_t>(lo);
+    const auto limit = runs_.begin() + static_cast<std::ptrdiff_t>(std::min(lo + step, merged_));
+    at = static_cast<size_t>(std::partition_point(first, limit, [gap](const Run& r) { return r.first < gap; }) -
+                             runs_.begin());
     if (at < merged_ && runs_[at].first == gap) {
       runs_[at].second += n;
       continue;
     }
     const size_t before = merged_;
     add(gap, n);
-    if (merged_ != before) at = bisect(0, gap);  // merged: the runs moved
+    if (merged_ != before) at = 0;  // merged: the runs moved
   }
 }
 

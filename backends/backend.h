@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "sim/batch.h"
+#include "sim/decode_durations.h"
 #include "sim/time.h"
 
 namespace servesim {
@@ -65,15 +66,13 @@ class Backend {
   // When false (the default), the replicas list every decode as an item.
   virtual bool prices_decode_groups() const { return false; }
 
-  // Runs of decode iterations (the replica's leap over iterations that repeat): begins a run at
-  // `batch`, in which every item computes one token, each next iteration being the same items one
-  // token further. Returns false when this backend cannot price such runs step by step without the
-  // batch (engines that measure, the unit backend): the replica then runs every iteration itself.
-  virtual bool begin_decode_run(const Batch& /*batch*/) { return false; }
-  // The durations of the run's next out.size() iterations (the first call's first: `batch` itself),
-  // each exactly what run() would return for it; a cost model's prediction is its duration.
-  // REQUIRES: begin_decode_run returned true, and run() was not called since.
-  virtual void next_decode_steps(std::span<Time> /*out*/) {}
+  // Runs of decode iterations (the replica's leap over iterations that repeat): the durations of the
+  // run that starts at `batch`, in which every item computes one token, each next iteration being
+  // the same items one token further; out.at(j) is exactly what run() returns for iteration j (the
+  // first: `batch` itself), and a cost model's prediction is its duration. Returns false when this
+  // backend cannot give a run's durations without its batches (engines that measure, the unit
+  // backend): the replica then runs every iteration itself.
+  virtual bool decode_run(const Batch& /*batch*/, DecodeDurations& /*out*/) { return false; }
 
   // KV blocks of `block_size` tokens this backend's device holds, or -1 for unlimited.
   virtual int64_t kv_blocks(int32_t block_size) const = 0;

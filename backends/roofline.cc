@@ -116,24 +116,36 @@ RooflineBreakdown RooflineModel::price_items(size_t n, ItemAt item_at, int64_t g
   return price_rest(t, tokens, emitting);
 }
 
-bool RooflineModel::begin_decode_run(const Batch& batch, DecodeRun& run) const {
+bool RooflineModel::decode_durations(const Batch& batch, DecodeDurations& out) const {
   if (!decodes_memory_bound_ || batch.empty()) return false;
-  run = DecodeRun{};
-  run.count = batch.group;
-  run.context_sum = batch.group_context;
+  int64_t count = batch.group, context_sum = batch.group_context;
   auto emitting = static_cast<double>(batch.group);
   for (const BatchItem& b : batch.items) {
     if (b.new_tokens != 1) return false;
     if (b.padding || b.context_tokens + b.new_tokens >= b.seq->num_tokens()) emitting += 1;
-    ++run.count;
-    run.context_sum += b.context_tokens;
+    ++count;
+    context_sum += b.context_tokens;
   }
-  run.rest = price_rest(RooflineBreakdown{}, static_cast<double>(run.count), emitting);
+  const Time rest = priced_duration(price_rest(RooflineBreakdown{}, static_cast<double>(count), emitting).total());
+  if (rest == kNever) return false;
+  // decode_attention() in fixed point: a per context token, c per item.
+  constexpr double kScale = 1e9 * static_cast<double>(DecodeDurations::kOne);  // seconds -> 2^-31 ns
+  constexpr double kMax = 0x1p62;
+  const double memory = hw_.memory_bandwidth * hw_.attention_efficiency;
+  const auto layers = static_cast<double>(model_.num_layers);
+  const double a = std::round(decode_bytes_per_context_ / memory * layers * kScale);
+  const double c = std::round((decode_bytes_per_item_ / memory + hw_.attention_sequence_overhead) * layers * kScale);
+  if (!(a >= 0 && a < kMax && c >= 0 && c < kMax)) return false;
+  __extension__ using Wide = __int128;
+  const auto per_context = static_cast<int64_t>(a), per_item = static_cast<int64_t>(c);
+  const Wide step = static_cast<Wide>(per_context) * count;
+  const Wide x = static_cast<Wide>(per_context) * context_sum + static_cast<Wide>(per_item) * count +
+                 DecodeDurations::kOne / 2;
+  if (step >= static_cast<Wide>(kMax) || (x >> DecodeDurations::kFractionBits) > kTimeHorizon - rest) return false;
+  out.base = rest + static_cast<Time>(x >> DecodeDurations::kFractionBits);
+  out.step = static_cast<int64_t>(step);
+  out.offset = static_cast<int64_t>(x & (DecodeDurations::kOne - 1));
   return true;
-}
-
-void RooflineModel::next_decode_steps(DecodeRun& run, std::span<Time> out) const {
-  for (Time& t : out) t = priced_duration(next_decode_step(run));
 }
 
 RooflineBreakdown RooflineModel::price_rest(RooflineBreakdown t, double tokens, double emitting) const {

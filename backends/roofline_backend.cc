@@ -11,7 +11,9 @@ RooflineBackend::RooflineBackend(RooflineModel model, MemoryPlan memory)
     : model_(std::move(model)), memory_(memory) {}
 
 IterationResult RooflineBackend::run(const Batch& batch) {
-  const Time t = priced_duration(model_.price(batch).total());
+  // One-token decodes in integer arithmetic, as a leap over a run of them (decode_run) prices them.
+  DecodeDurations run;
+  const Time t = model_.decode_durations(batch, run) ? run.at(0) : priced_duration(model_.price(batch).total());
   return {t, t};  // the prediction is the duration (iterations.predicted = duration)
 }
 

@@ -22,8 +22,7 @@ class RooflineBackend final : public Backend {
 
   IterationResult run(const Batch& batch) override;
   bool prices_decode_groups() const override { return model_.prices_decode_groups(); }
-  bool begin_decode_run(const Batch& batch) override { return model_.begin_decode_run(batch, run_); }
-  void next_decode_steps(std::span<Time> out) override { model_.next_decode_steps(run_, out); }
+  bool decode_run(const Batch& batch, DecodeDurations& out) override { return model_.decode_durations(batch, out); }
   int64_t kv_blocks(int32_t block_size) const override;
   std::string_view name() const override { return "roofline"; }
   int64_t max_model_len() const override { return model_.model().max_position_embeddings; }
@@ -40,7 +39,6 @@ class RooflineBackend final : public Backend {
  private:
   RooflineModel model_;
   MemoryPlan memory_;
-  RooflineModel::DecodeRun run_;
 };
 
 // Loads the hardware and model the setup names (presets by name, or files), resolves the data

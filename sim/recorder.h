@@ -8,6 +8,7 @@
 #include <string>
 
 #include "sim/batch.h"
+#include "sim/decode_durations.h"
 #include "sim/request.h"
 #include "sim/time.h"
 
@@ -33,39 +34,45 @@ struct IterationRecord {
   Time group_gap = -1;
 };
 
-// Iterations that repeat the one before, reported together: a replica leapt over them (the roofline
-// prices a run of decode iterations in O(1) each). Iteration j (from 0) is step first_step + j; it
-// starts when the one before ended (the first at `start`), lasts durations[j], after its KV
-// allocations holds kv_blocks_used[j] blocks, and leaves waiting[j] requests waiting. Every one has
-// the same num_seqs items, each a decode that emits a token whose gap is the iteration's duration;
-// nothing is prefilled, preempted or admitted.
+// Iterations that repeat the one before, reported together: a replica leapt over them. Iteration j
+// (from 0 to count - 1) is step first_step + j; it starts when the one before ended (the first at
+// `start`) and lasts durations.at(j). The iterations come in ranges (together covering all count, in
+// order), within each of which every iteration holds the same KV blocks after its allocations and
+// leaves the same number of requests waiting. Every iteration has the same num_seqs items, each a
+// decode that emits a token whose gap is the iteration's duration; nothing is prefilled, preempted
+// or admitted.
 struct DecodeSteps {
+  struct Range {
+    int64_t end = 0;  // iterations [the previous range's end (0 for the first), end)
+    int64_t kv_blocks_used = 0;
+    int32_t waiting = 0;
+  };
   int32_t replica = 0;
   int64_t first_step = 0;
   Time start = 0;
-  std::span<const Time> durations;
-  std::span<const int64_t> kv_blocks_used;
-  std::span<const int32_t> waiting;
+  int64_t count = 0;
+  DecodeDurations durations;
+  std::span<const Range> ranges;
   int64_t kv_blocks_total = -1;
   int32_t num_seqs = 0;
   bool predicted = false;  // predicted = duration (a cost model's run), else -1
 
-  // Iteration j's record.
-  IterationRecord record(size_t j, Time at) const {
+  // Iteration j's record, in `range`, starting `at`, lasting `duration`.
+  IterationRecord record(int64_t j, const Range& range, Time at, Time duration) const {
     IterationRecord r;
     r.replica = replica;
-    r.step = first_step + static_cast<int64_t>(j);
+    r.step = first_step + j;
     r.start = at;
-    r.duration = durations[j];
+    r.duration = duration;
     r.num_seqs = num_seqs;
     r.emitted = num_seqs;
     r.decode_tokens = num_seqs;
-    r.kv_blocks_used = kv_blocks_used[j];
+    r.kv_blocks_used = range.kv_blocks_used;
     r.kv_blocks_total = kv_blocks_total;
-    r.predicted = predicted ? durations[j] : -1;
-    r.waiting = waiting[j];
+    r.predicted = predicted ? duration : -1;
+    r.waiting = range.waiting;
     r.grouped = num_seqs;
-    r.group_gap = durations[j];
+    r.group_gap = duration;
     return r;
   }
 };
@@ -104,9 +111,14 @@ class Recorder {
   // leapt over. The default reports each through on_iteration, without items.
   virtual void on_decode_steps(const DecodeSteps& steps) {
     Time at = steps.start;
-    for (size_t j = 0; j < steps.durations.size(); ++j) {
-      on_iteration(steps.record(j, at), {});
-      at += steps.durations[j];
+    DecodeDurationCursor duration(steps.durations);
+    int64_t j = 0;
+    for (const DecodeSteps::Range& range : steps.ranges) {
+      for (; j < range.end; ++j) {
+        const Time d = duration.next();
+        on_iteration(steps.record(j, range, at, d), {});
+        at += d;
+      }
     }
   }
 

@@ -44,7 +44,7 @@ void Replica::enqueue(Request* r, Time now) {
                   std::to_string(kv_.blocks_for(r->prompt_tokens)) + " KV blocks; the cache has " +
                   std::to_string(kv_.num_total()));
   }
-  if (r->status == RequestStatus::kWaiting && !leap_durations_.empty()) {
+  if (r->status == RequestStatus::kWaiting && leap_count_ > 0) {
     leap_arrivals_.push_back(now);  // the leap in flight goes past it
   }
 }
@@ -100,15 +100,14 @@ Time Replica::start_iteration(Time now) {
   record_.predicted = result.predicted;
   busy_ = true;
   first_end_ = end;
-  leap_durations_.clear();
-  leap_kv_used_.clear();
+  leap_count_ = 0;
   leapable_ = grouping_ && batch_leapable();
   return end;
 }
 
 void Replica::finish_iteration(Time now) {
   assert(busy_);
-  if (!leap_durations_.empty()) {
+  if (leap_count_ > 0) {
     finish_leap(now);
     return;
   }

@@ -9,6 +9,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/backend.h"
@@ -76,7 +77,7 @@ class Replica final : public ReplicaView {
   // REQUIRES: !busy()
   Time start_iteration(Time now);
   // Leaping: when the batch just started repeats (Policy::decode_batch_repeats) and the backend can
-  // price runs of decodes (Backend::begin_decode_run), leap() extends the iteration in flight over
+  // price runs of decodes (Backend::decode_run), leap() extends the iteration in flight over
   // the next ones, up to the first that would start at or after `horizon` (when something from
   // outside may reach this replica), that would need more KV blocks than are free, or that comes
   // after one in which a request finishes. Returns the end of the last iteration covered;
@@ -85,7 +86,7 @@ class Replica final : public ReplicaView {
   // one by one. REQUIRES: busy(), can_leap().
   //
   // Both leaps and decode groups (schedule_decode_group) are off unless enable_grouping(true), and
-  // each needs a backend that prices it (Backend::prices_decode_groups, begin_decode_run).
+  // each needs a backend that prices it (Backend::prices_decode_groups, decode_run).
   void enable_grouping(bool on);
   bool can_leap() const { return leapable_; }
   // Whether the leap may go past arrivals (Policy::decode_batch_ignores_arrivals): its horizon is
@@ -205,11 +206,13 @@ class Replica final : public ReplicaView {
   bool leapable_ = false;                    // the batch in flight may be extended
   bool ignores_arrivals_ = false;            // ... past arrivals
   std::vector<Time> leap_arrivals_;          // when requests joined the queue during the leap
-  std::vector<int32_t> leap_waiting_;
   Time first_end_ = 0;                       // end of the first iteration of the leap in flight
-  std::vector<Time> leap_durations_;         // the iterations after the first
-  std::vector<Time> priced_;                 // durations priced ahead (leap())
-  std::vector<int64_t> leap_kv_used_;
+  DecodeDurations leap_run_;                 // the run's durations, from its first iteration on
+  int64_t leap_count_ = 0;                   // iterations leapt after the first
+  // Where the KV blocks used change during the leap: (iteration after the first, blocks used).
+  std::vector<std::pair<int64_t, int64_t>> leap_kv_changes_;
+  std::vector<std::pair<int64_t, int32_t>> leap_waiting_changes_;  // the same for the requests waiting
+  std::vector<DecodeSteps::Range> leap_ranges_;
   int64_t leapt_ = 0;
   int64_t arrivals_leapt_past_ = 0;
 };

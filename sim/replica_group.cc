@@ -148,36 +148,26 @@ Time Replica::leap(Time horizon) {
   assert(busy_ && leapable_);
   leapable_ = false;
   Time t = first_end_;  // the start of the next iteration
-  if (t >= horizon || !backend_->begin_decode_run(batch_)) return t;
-  // Iteration j (the first is 0) emits every member's token num_output + j + 1; none may finish
-  // before the last iteration of the leap.
-  const int64_t steps = group_min_left_;
-  // The iterations' durations, priced ahead in chunks: no more than the leap may need (at most
-  // `steps`, and as many as fit before the horizon if none were shorter than the last).
-  size_t next = 0;
-  priced_.clear();
-  const auto duration = [&](int64_t j) {
-    if (next == priced_.size()) {
-      const Time last = priced_.empty() ? record_.duration : priced_.back();
-      const int64_t fit = horizon == kNever ? steps : (horizon - t) / std::max<Time>(last, 1) + 1;
-      priced_.resize(static_cast<size_t>(std::clamp<int64_t>(std::min(steps - j, fit), 1, 1024)));
-      backend_->next_decode_steps(priced_);
-      next = 0;
-    }
-    return priced_[next++];
-  };
-  if (duration(0) != record_.duration) {
+  if (t >= horizon || !backend_->decode_run(batch_, leap_run_)) return t;
+  if (leap_run_.at(0) != record_.duration) {
     assert(false && "a backend's decode run disagrees with run()");
     return t;
   }
+  DecodeDurationCursor duration(leap_run_);
+  duration.next();  // the iteration in flight
+  // Iteration j (the first is 0) emits every member's token num_output + j + 1; none may finish
+  // before the last iteration of the leap.
+  const int64_t steps = group_min_left_;
   const int32_t bs = kv_.block_size();
+  leap_kv_changes_.assign(1, {0, kv_.num_used()});
   // As the policy would at the start of iteration j, every member allocates room for its token
   // c + j + 1 (c: its context in iteration 0). That takes a block when token c + j starts one, for
   // the members whose bucket is j below opens_at_; with prefix caching it also registers the block
   // that token c + j + 1 fills, for those one bucket further. For every other member the
   // allocation changes nothing.
   size_t opens = opens_at_;
-  for (int64_t j = 1; j < steps && t < horizon; ++j) {
+  int64_t j = 1;
+  for (; j < steps && t < horizon; ++j) {
     opens = opens == 0 ? static_cast<size_t>(bs) - 1 : opens - 1;
     const std::vector<Member>& opening = buckets_[opens];
     if (!opening.empty()) {
@@ -187,25 +177,26 @@ Time Replica::leap(Time horizon) {
       }
       if (need > kv_.num_free()) break;  // the policy would preempt here: run it one by one
     }
-    const Time d = duration(j);
-    const Time end = add_time(t, d);
+    const Time end = add_time(t, duration.next());
     if (end == kNever) break;  // run one by one, which reports the horizon
-    if (opening.empty() && !kv_.prefix_caching()) {
-      leap_durations_.push_back(d);
-      leap_kv_used_.push_back(kv_.num_used());
-      t = end;
-      continue;
+    if (!opening.empty() || kv_.prefix_caching()) {
+      touched_members(opens);
+      for (const Member& m : touched_) {
+        [[maybe_unused]] const bool ok = kv_.allocate(*m.seq, m.seq->num_computed + j + 1);
+        assert(ok);
+      }
+      if (kv_.num_used() != leap_kv_changes_.back().second) {
+        if (leap_kv_changes_.back().first == j - 1) {
+          leap_kv_changes_.back().second = kv_.num_used();
+        } else {
+          leap_kv_changes_.emplace_back(j - 1, kv_.num_used());
+        }
+      }
     }
-    touched_members(opens);
-    for (const Member& m : touched_) {
-      [[maybe_unused]] const bool ok = kv_.allocate(*m.seq, m.seq->num_computed + j + 1);
-      assert(ok);
-    }
-    leap_durations_.push_back(d);
-    leap_kv_used_.push_back(kv_.num_used());
     t = end;
   }
-  leapt_ += static_cast<int64_t>(leap_durations_.size());
+  leap_count_ = j - 1;
+  leapt_ += leap_count_;
   return t;
 }
 
@@ -216,30 +207,53 @@ void Replica::finish_leap(Time now) {
   record_.grouped = batch_.group;
   record_.group_gap = first_end_ - group_end_;
   for (Recorder* rec : recorders_) rec->on_iteration(record_, batch_.items);
+  const DecodeDurations leapt = leap_run_.shifted(1);
   // Requests that arrived during the leap wait from the first iteration starting at or after
-  // their arrival (arrivals at an instant are queued before the iteration starting then is formed).
-  leap_waiting_.clear();
-  Time start = first_end_;
-  size_t arrived = 0;
-  for (const Time d : leap_durations_) {
-    while (arrived < leap_arrivals_.size() && leap_arrivals_[arrived] <= start) ++arrived;
-    leap_waiting_.push_back(record_.waiting + static_cast<int32_t>(arrived));
-    start += d;
+  // their arrival (arrivals at an instant are queued before the iteration starting then is formed):
+  // where the waiting count changes, (iteration, waiting).
+  std::vector<std::pair<int64_t, int32_t>>& waiting = leap_waiting_changes_;
+  waiting.assign(1, {0, record_.waiting});
+  if (!leap_arrivals_.empty()) {
+    DecodeDurationCursor duration(leapt);
+    Time start = first_end_;
+    size_t arrived = 0;
+    for (int64_t i = 0; i < leap_count_ && arrived < leap_arrivals_.size(); ++i) {
+      while (arrived < leap_arrivals_.size() && leap_arrivals_[arrived] <= start) ++arrived;
+      const int32_t w = record_.waiting + static_cast<int32_t>(arrived);
+      if (i == 0) {
+        waiting.back().second = w;
+      } else if (w != waiting.back().second) {
+        waiting.emplace_back(i, w);
+      }
+      start += duration.next();
+    }
   }
   arrivals_leapt_past_ += static_cast<int64_t>(leap_arrivals_.size());
   leap_arrivals_.clear();
-  const DecodeSteps steps{id_, step_ + 1, first_end_, leap_durations_, leap_kv_used_, leap_waiting_,
+  // The ranges between the changes of either.
+  leap_ranges_.clear();
+  size_t k = 0, w = 0;
+  while (true) {
+    const int64_t next_k = k + 1 < leap_kv_changes_.size() ? leap_kv_changes_[k + 1].first : leap_count_;
+    const int64_t next_w = w + 1 < waiting.size() ? waiting[w + 1].first : leap_count_;
+    const int64_t end = std::min(next_k, next_w);
+    leap_ranges_.push_back({end, leap_kv_changes_[k].second, waiting[w].second});
+    if (end == leap_count_) break;
+    if (next_k == end) ++k;
+    if (next_w == end) ++w;
+  }
+  const DecodeSteps steps{id_, step_ + 1, first_end_, leap_count_, leapt, leap_ranges_,
                           record_.kv_blocks_total, record_.num_seqs, record_.predicted >= 0};
   for (Recorder* rec : recorders_) rec->on_decode_steps(steps);
 
   now_ = now;
-  const auto k = static_cast<int32_t>(leap_durations_.size());
-  const int32_t done = step_group(now, k + 1);
+  const auto k_steps = static_cast<int32_t>(leap_count_);
+  const int32_t done = step_group(now, k_steps + 1);
   if (done > 0) {
     std::erase_if(running_, [](const Sequence* s) { return s->status == RequestStatus::kDone; });
   }
-  step_ += k + 1;
-  leap_durations_.clear();
+  step_ += k_steps + 1;
+  leap_count_ = 0;
   busy_ = false;
 }
 

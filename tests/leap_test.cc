@@ -4,6 +4,7 @@
 // the roofline run with leaps gives exactly the requests, iterations and metrics of the run that
 // steps one iteration at a time.
 #include <algorithm>
+#include <cstdlib>
 #include <sstream>
 #include <tuple>
 
@@ -192,7 +193,8 @@ TEST(LeapRouters, EveryRouterGivesTheResultsOfStepping) {
   EXPECT_GT(leapt, 0);
 }
 
-// The roofline's run of decodes prices each step exactly as price() prices that step's batch.
+// The roofline's run of decodes gives each step exactly the duration that pricing that step's
+// batch on its own gives, within a nanosecond of the floating-point price.
 TEST(LeapRoofline, DecodeRunStepsEqualPricingEachBatch) {
   for (const char* hw : {"a100-80gb", "t4", "h100-sxm"}) {
     RooflineOptions ro;
@@ -207,10 +209,23 @@ TEST(LeapRoofline, DecodeRunStepsEqualPricingEachBatch) {
       requests[i].num_computed = requests[i].num_tokens() - 1;
     }
     for (Request& r : requests) batch.items.push_back({&r, 1, r.num_computed});
-    RooflineModel::DecodeRun run;
-    ASSERT_TRUE(rm.begin_decode_run(batch, run)) << hw;
+    DecodeDurations run;
+    ASSERT_TRUE(rm.decode_durations(batch, run)) << hw;
+    DecodeDurationCursor cursor(run);
+    const DecodeDurations later = run.shifted(57);
     for (int step = 0; step < 200; ++step) {
-      EXPECT_EQ(rm.next_decode_step(run), rm.price(batch).total()) << hw << " step " << step;
+      DecodeDurations alone;
+      ASSERT_TRUE(rm.decode_durations(batch, alone));
+      const Time d = run.at(step);
+      EXPECT_EQ(alone.at(0), d) << hw << " step " << step;
+      EXPECT_EQ(cursor.next(), d) << hw << " step " << step;
+      if (step >= 57) {
+        EXPECT_EQ(later.at(step - 57), d) << hw << " step " << step;
+      }
+      EXPECT_LE(std::abs(d - priced_duration(rm.price(batch).total())), 1) << hw << " step " << step;
+      if (step > 0) {
+        EXPECT_GT(d, run.at(step - 1)) << hw << " step " << step;  // the attention grows
+      }
       for (size_t i = 0; i < requests.size(); ++i) {
         ++requests[i].num_output;
         ++requests[i].num_computed;
@@ -219,7 +234,24 @@ TEST(LeapRoofline, DecodeRunStepsEqualPricingEachBatch) {
     }
     // A prefill chunk is not a decode run.
     batch.items.front().new_tokens = 2;
-    EXPECT_FALSE(rm.begin_decode_run(batch, run));
+    EXPECT_FALSE(rm.decode_durations(batch, run));
+  }
+}
+
+// The cursor's additions give at(j), whatever the carries, up to the largest parts allowed.
+TEST(LeapRoofline, DurationCursorEqualsClosedForm) {
+  const DecodeDurations cases[] = {{5, 0, 0},
+                                   {1000, DecodeDurations::kOne - 1, DecodeDurations::kOne - 1},
+                                   {7, 3 * DecodeDurations::kOne + 12345, 999},
+                                   {123456789, (int64_t{1} << 62) - 1, DecodeDurations::kOne / 2}};
+  for (const DecodeDurations& d : cases) {
+    DecodeDurationCursor cursor(d);
+    for (int64_t j = 0; j < 5000; ++j) {
+      __extension__ using Wide = __int128;
+      const Wide exact = (static_cast<Wide>(d.step) * j + d.offset) / DecodeDurations::kOne;
+      ASSERT_EQ(d.at(j), d.base + static_cast<Time>(exact)) << j;
+      ASSERT_EQ(cursor.next(), d.at(j)) << j;
+    }
   }
 }
 

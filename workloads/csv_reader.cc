@@ -1,6 +1,7 @@
 #include "workloads/csv_reader.h"
 
 #include <charconv>
+#include <cstring>
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -27,20 +28,35 @@ Result<LineReader> LineReader::open(const std::string& path) {
   return LineReader(path, std::move(in));
 }
 
+bool LineReader::refill() {
+  constexpr size_t kChunk = size_t{1} << 16;
+  buf_.resize(kChunk);
+  in_.read(buf_.data(), static_cast<std::streamsize>(kChunk));
+  pos_ = 0;
+  end_ = static_cast<size_t>(in_.gcount());
+  return end_ > 0;
+}
+
 bool LineReader::next(std::string& line) {
   if (!status_.ok()) return false;
   line.clear();
-  std::streambuf* buf = in_.rdbuf();
-  int c = buf->sbumpc();
-  if (c == std::char_traits<char>::eof()) return false;
+  if (pos_ == end_ && !refill()) return false;
   ++line_number_;
-  for (; c != std::char_traits<char>::eof() && c != '\n'; c = buf->sbumpc()) {
-    if (line.size() == kMaxLineBytes) {
-      status_ = error("line longer than " + std::to_string(kMaxLineBytes) +
-                      " bytes; is this a trace file?");
+  while (true) {  // up to the next newline, chunk by chunk
+    const char* from = buf_.data() + pos_;
+    const auto* newline = static_cast<const char*>(std::memchr(from, '\n', end_ - pos_));
+    const size_t take = newline != nullptr ? static_cast<size_t>(newline - from) : end_ - pos_;
+    if (line.size() + take > kMaxLineBytes) {
+      status_ = error("line longer than " + std::to_string(kMaxLineBytes) + " bytes; is this a trace file?");
       return false;
     }
-    line.push_back(static_cast<char>(c));
+    line.append(from, take);
+    pos_ += take;
+    if (newline != nullptr) {
+      ++pos_;
+      break;
+    }
+    if (!refill()) break;  // the last line, without a newline
   }
   if (!line.empty() && line.back() == '\r') line.pop_back();
   if (line_number_ == 1 && line.starts_with("\xEF\xBB\xBF")) line.erase(0, 3);

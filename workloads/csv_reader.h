@@ -47,9 +47,13 @@ class LineReader {
 
  private:
   LineReader(std::string path, std::ifstream in) : path_(std::move(path)), in_(std::move(in)) {}
+  // Reads the next chunk of the file into buf_; false at its end.
+  bool refill();
 
   std::string path_;
   std::ifstream in_;
+  std::vector<char> buf_;  // the file, a chunk at a time: buf_[pos_, end_) is not read yet
+  size_t pos_ = 0, end_ = 0;
   int32_t line_number_ = 0;
   Status status_ = Ok{};
 };
