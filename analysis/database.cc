@@ -189,8 +189,11 @@ Result<std::unique_ptr<Database>> Database::open(const std::string& path) {
     return error;
   };
   sqlite3* db = nullptr;
-  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) !=
-      SQLITE_OK) {
+  // No mutex on the connection: one thread at a time uses it (a run's writer thread while the run
+  // goes on, the run's own thread before and after; each sweep worker has its own connection), and
+  // SQLite's serialized mode would lock and unlock it around every call of every row.
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                      nullptr) != SQLITE_OK) {
     std::string message = "cannot open database " + path + ": " + sqlite3_errmsg(db);
     sqlite3_close(db);
     return undo(Error{message});

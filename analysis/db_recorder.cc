@@ -181,25 +181,36 @@ void DbRecorder::on_decode_steps(const DecodeSteps& steps) {
     Recorder::on_decode_steps(steps);  // a row each
     return;
   }
-  // As add_to_bucket for each iteration.
+  // As add_to_bucket for each iteration: the KV use and the queue are the same in a range, so the
+  // maxima are taken and blocks x ns added once per range and bucket.
   Time at = steps.start;
   DecodeDurationCursor duration(steps.durations);
+  Bucket* b = &bucket_for(steps.replica, at);
   int64_t j = 0;
   for (const DecodeSteps::Range& range : steps.ranges) {
+    Time busy = 0;  // of this range in *b
+    const auto flush = [&] {
+      b->seqs_max = std::max<int64_t>(b->seqs_max, steps.num_seqs);
+      b->waiting_max = std::max<int64_t>(b->waiting_max, range.waiting);
+      b->kv_max = std::max(b->kv_max, range.kv_blocks_used);
+      b->kv_total = steps.kv_blocks_total;
+      b->kv_ns += static_cast<Wide>(range.kv_blocks_used) * busy;
+      b->busy += busy;
+      busy = 0;
+    };
     for (; j < range.end; ++j) {
       const Time d = duration.next();
-      Bucket& b = bucket_for(steps.replica, at);
-      ++b.iterations;
-      b.busy += d;
-      b.decode += steps.num_seqs;
-      b.emitted += steps.num_seqs;
-      b.seqs_max = std::max<int64_t>(b.seqs_max, steps.num_seqs);
-      b.waiting_max = std::max<int64_t>(b.waiting_max, range.waiting);
-      b.kv_ns += static_cast<Wide>(range.kv_blocks_used) * d;
-      b.kv_max = std::max(b.kv_max, range.kv_blocks_used);
-      b.kv_total = steps.kv_blocks_total;
+      if (at >= b->end) {  // a new bucket
+        if (busy > 0) flush();
+        b = &bucket_for(steps.replica, at);
+      }
+      ++b->iterations;
+      b->decode += steps.num_seqs;
+      b->emitted += steps.num_seqs;
+      busy += d;
       at += d;
     }
+    if (busy > 0) flush();
   }
   if (chunk_.size() >= kRowsPerChunk) hand_over();
 }

@@ -213,6 +213,8 @@ class Replica final : public ReplicaView {
   std::vector<std::pair<int64_t, int64_t>> leap_kv_changes_;
   std::vector<std::pair<int64_t, int32_t>> leap_waiting_changes_;  // the same for the requests waiting
   std::vector<DecodeSteps::Range> leap_ranges_;
+  std::vector<uint8_t> touches_;             // leap()'s, by bucket
+  std::vector<int64_t> plain_;
   int64_t leapt_ = 0;
   int64_t arrivals_leapt_past_ = 0;
 };

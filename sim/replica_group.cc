@@ -164,36 +164,62 @@ Time Replica::leap(Time horizon) {
   // c + j + 1 (c: its context in iteration 0). That takes a block when token c + j starts one, for
   // the members whose bucket is j below opens_at_; with prefix caching it also registers the block
   // that token c + j + 1 fills, for those one bucket further. For every other member the
-  // allocation changes nothing.
+  // allocation changes nothing. touches_[b]: whether the members of bucket b opening a block (or,
+  // with prefix caching, those of the bucket before filling one) make the iteration allocate;
+  // plain_[b]: how many iterations after one with opens = b only take their time.
+  const auto n = static_cast<size_t>(bs);
+  touches_.assign(n, 0);
+  size_t some = n;  // a bucket that touches, if any
+  for (size_t b = 0; b < n; ++b) {
+    touches_[b] = !buckets_[b].empty() || (kv_.prefix_caching() && !buckets_[b == 0 ? n - 1 : b - 1].empty());
+    if (touches_[b] != 0) some = b;
+  }
+  plain_.assign(n, steps);
+  if (some < n) {  // the next iteration after opens = b has opens = b - 1
+    int64_t run = 0;
+    for (size_t i = 1, b = some; i <= n; ++i) {
+      const size_t before = b;
+      b = b + 1 == n ? 0 : b + 1;
+      plain_[b] = run = touches_[before] != 0 ? 0 : run + 1;
+    }
+  }
   size_t opens = opens_at_;
   int64_t j = 1;
-  for (; j < steps && t < horizon; ++j) {
-    opens = opens == 0 ? static_cast<size_t>(bs) - 1 : opens - 1;
-    const std::vector<Member>& opening = buckets_[opens];
-    if (!opening.empty()) {
-      int64_t need = 0;
-      for (const Member& m : opening) {
-        if (m.seq->num_computed + j + 1 > static_cast<int64_t>(m.seq->block_table.size()) * bs) ++need;
-      }
-      if (need > kv_.num_free()) break;  // the policy would preempt here: run it one by one
+  while (j < steps && t < horizon) {
+    const int64_t plain_end = std::min(steps, j + plain_[opens]);
+    const int64_t plain_start = j;
+    for (; j < plain_end && t < horizon; ++j) {
+      const Time end = add_time(t, duration.next());
+      if (end == kNever) break;
+      t = end;
     }
+    if (j < plain_end || j == steps || t >= horizon) break;  // stopped by the time, or at the end
+    const auto back = static_cast<size_t>((plain_end - plain_start) % bs);
+    opens = opens >= back ? opens - back : opens + n - back;
+    // Iteration j allocates.
+    opens = opens == 0 ? n - 1 : opens - 1;
+    const std::vector<Member>& opening = buckets_[opens];
+    int64_t need = 0;
+    for (const Member& m : opening) {
+      if (m.seq->num_computed + j + 1 > static_cast<int64_t>(m.seq->block_table.size()) * bs) ++need;
+    }
+    if (need > kv_.num_free()) break;  // the policy would preempt here: run it one by one
     const Time end = add_time(t, duration.next());
     if (end == kNever) break;  // run one by one, which reports the horizon
-    if (!opening.empty() || kv_.prefix_caching()) {
-      touched_members(opens);
-      for (const Member& m : touched_) {
-        [[maybe_unused]] const bool ok = kv_.allocate(*m.seq, m.seq->num_computed + j + 1);
-        assert(ok);
-      }
-      if (kv_.num_used() != leap_kv_changes_.back().second) {
-        if (leap_kv_changes_.back().first == j - 1) {
-          leap_kv_changes_.back().second = kv_.num_used();
-        } else {
-          leap_kv_changes_.emplace_back(j - 1, kv_.num_used());
-        }
+    touched_members(opens);
+    for (const Member& m : touched_) {
+      [[maybe_unused]] const bool ok = kv_.allocate(*m.seq, m.seq->num_computed + j + 1);
+      assert(ok);
+    }
+    if (kv_.num_used() != leap_kv_changes_.back().second) {
+      if (leap_kv_changes_.back().first == j - 1) {
+        leap_kv_changes_.back().second = kv_.num_used();
+      } else {
+        leap_kv_changes_.emplace_back(j - 1, kv_.num_used());
       }
     }
     t = end;
+    ++j;
   }
   leap_count_ = j - 1;
   leapt_ += leap_count_;
