@@ -42,6 +42,44 @@ std::string read_error(std::string_view text) {
   return message.substr(std::min(path.size(), message.size()));
 }
 
+// Lines are read a chunk of the file at a time: lines across the chunks' edges, one of exactly the
+// longest length allowed, CRLF endings and a last line without a newline come back whole, with their
+// numbers; one byte longer is an error at its line.
+TEST(LineReader, LinesAcrossChunksComeBackWhole) {
+  std::vector<std::string> lines;
+  for (int i = 0; i < 5000; ++i) lines.push_back(std::string(static_cast<size_t>(i % 97), static_cast<char>('a' + i % 26)));
+  lines.push_back(std::string(100'000, 'x'));
+  lines.push_back("");
+  lines.push_back(std::string(kMaxLineBytes, 'y'));
+  lines.push_back("crlf");
+  lines.push_back("last, no newline");
+  std::string text;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    text += lines[i];
+    if (i + 1 == lines.size()) break;
+    text += lines[i] == "crlf" ? "\r\n" : "\n";
+  }
+  auto opened = LineReader::open(write_temp("lines.txt", text));
+  ASSERT_TRUE(opened.ok());
+  LineReader& in = opened.value();
+  std::string line;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    ASSERT_TRUE(in.next(line)) << i;
+    ASSERT_EQ(line, lines[i]) << i;
+    ASSERT_EQ(in.line_number(), static_cast<int32_t>(i + 1));
+  }
+  EXPECT_FALSE(in.next(line));
+  EXPECT_TRUE(in.status().ok());
+
+  const std::string path = write_temp("long.txt", "ok\n" + std::string(kMaxLineBytes + 1, 'z') + "\nafter\n");
+  auto long_line = LineReader::open(path);
+  ASSERT_TRUE(long_line.ok());
+  ASSERT_TRUE(long_line.value().next(line));
+  EXPECT_FALSE(long_line.value().next(line));
+  EXPECT_EQ(long_line.value().status().error().message,
+            path + ":2: line longer than 1048576 bytes; is this a trace file?");
+}
+
 TEST(SplitCsv, QuotesCommasAndSpaces) {
   std::vector<std::string> f;
   ASSERT_TRUE(split_csv(R"( a ,"b, c","say ""hi""",,"")", f));
