@@ -202,7 +202,9 @@ Result<std::unique_ptr<Database>> Database::open(const std::string& path) {
   sqlite3_busy_timeout(db, 10000);  // other runs (a sweep) may be writing the same file
   // Changing the journal mode takes no busy handler: while another process sets the file up, wait
   // for it here, as the busy timeout would.
-  Status set_up = out->exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
+  // 16 KiB pages (a new file's; an existing file keeps its own): fewer, fuller B-tree pages for
+  // the many small rows of a run.
+  Status set_up = out->exec("PRAGMA page_size=16384; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
   for (int tries = 0; !set_up.ok() && tries < 1000; ++tries) {
     const int code = sqlite3_errcode(db);
     if (code != SQLITE_BUSY && code != SQLITE_LOCKED) break;
