@@ -116,17 +116,29 @@ RooflineBreakdown RooflineModel::price_items(size_t n, ItemAt item_at, int64_t g
   return price_rest(t, tokens, emitting);
 }
 
-bool RooflineModel::decode_durations(const Batch& batch, DecodeDurations& out) const {
+bool RooflineModel::decode_shape(const Batch& batch, DecodeShape& out) const {
   if (!decodes_memory_bound_ || batch.empty()) return false;
-  int64_t count = batch.group, context_sum = batch.group_context;
-  auto emitting = static_cast<double>(batch.group);
+  out = DecodeShape{batch.group, batch.group_context, batch.group};
   for (const BatchItem& b : batch.items) {
     if (b.new_tokens != 1) return false;
-    if (b.padding || b.context_tokens + b.new_tokens >= b.seq->num_tokens()) emitting += 1;
-    ++count;
-    context_sum += b.context_tokens;
+    if (b.padding || b.context_tokens + b.new_tokens >= b.seq->num_tokens()) ++out.emitting;
+    ++out.count;
+    out.context_sum += b.context_tokens;
   }
-  const Time rest = priced_duration(price_rest(RooflineBreakdown{}, static_cast<double>(count), emitting).total());
+  return true;
+}
+
+Time RooflineModel::decode_rest(const DecodeShape& shape) const {
+  return priced_duration(
+      price_rest(RooflineBreakdown{}, static_cast<double>(shape.count), static_cast<double>(shape.emitting)).total());
+}
+
+bool RooflineModel::decode_durations(const Batch& batch, DecodeDurations& out) const {
+  DecodeShape shape;
+  return decode_shape(batch, shape) && decode_durations(shape, decode_rest(shape), out);
+}
+
+bool RooflineModel::decode_durations(const DecodeShape& shape, Time rest, DecodeDurations& out) const {
   if (rest == kNever) return false;
   // decode_attention() in fixed point: a per context token, c per item.
   constexpr double kScale = 1e9 * static_cast<double>(DecodeDurations::kOne);  // seconds -> 2^-31 ns
@@ -138,8 +150,8 @@ bool RooflineModel::decode_durations(const Batch& batch, DecodeDurations& out) c
   if (!(a >= 0 && a < kMax && c >= 0 && c < kMax)) return false;
   __extension__ using Wide = __int128;
   const auto per_context = static_cast<int64_t>(a), per_item = static_cast<int64_t>(c);
-  const Wide step = static_cast<Wide>(per_context) * count;
-  const Wide x = static_cast<Wide>(per_context) * context_sum + static_cast<Wide>(per_item) * count +
+  const Wide step = static_cast<Wide>(per_context) * shape.count;
+  const Wide x = static_cast<Wide>(per_context) * shape.context_sum + static_cast<Wide>(per_item) * shape.count +
                  DecodeDurations::kOne / 2;
   if (step >= static_cast<Wide>(kMax) || (x >> DecodeDurations::kFractionBits) > kTimeHorizon - rest) return false;
   out.base = rest + static_cast<Time>(x >> DecodeDurations::kFractionBits);

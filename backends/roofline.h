@@ -58,6 +58,15 @@ class RooflineModel {
   // priced by price()) when an item computes more than one token, !prices_decode_groups(), or the
   // price is out of the fixed point's range (past the simulation horizon).
   bool decode_durations(const Batch& batch, DecodeDurations& out) const;
+  // The same in parts, for a caller that keeps the rest's prices: a batch's decodes (false unless
+  // every item computes one token and prices_decode_groups()), the rest's price for them (kNever
+  // past the horizon), and the run from both (false past the fixed point's range).
+  struct DecodeShape {
+    int64_t count = 0, context_sum = 0, emitting = 0;
+  };
+  bool decode_shape(const Batch& batch, DecodeShape& out) const;
+  Time decode_rest(const DecodeShape& shape) const;
+  bool decode_durations(const DecodeShape& shape, Time rest, DecodeDurations& out) const;
 
   const HardwareSpec& hardware() const { return hw_; }
   const ModelSpec& model() const { return model_; }

@@ -13,8 +13,25 @@ RooflineBackend::RooflineBackend(RooflineModel model, MemoryPlan memory)
 IterationResult RooflineBackend::run(const Batch& batch) {
   // One-token decodes in integer arithmetic, as a leap over a run of them (decode_run) prices them.
   DecodeDurations run;
-  const Time t = model_.decode_durations(batch, run) ? run.at(0) : priced_duration(model_.price(batch).total());
+  const Time t = decode_run(batch, run) ? run.at(0) : priced_duration(model_.price(batch).total());
   return {t, t};  // the prediction is the duration (iterations.predicted = duration)
+}
+
+bool RooflineBackend::decode_run(const Batch& batch, DecodeDurations& out) {
+  RooflineModel::DecodeShape shape;
+  if (!model_.decode_shape(batch, shape)) return false;
+  // The rest depends on the count and the emitting decodes only: priced once per count.
+  constexpr int64_t kKept = 4096;
+  Time rest = 0;
+  if (shape.emitting == shape.count && shape.count < kKept) {
+    if (decode_rest_.size() <= static_cast<size_t>(shape.count)) decode_rest_.resize(static_cast<size_t>(shape.count) + 1, 0);
+    Time& kept = decode_rest_[static_cast<size_t>(shape.count)];
+    if (kept == 0) kept = model_.decode_rest(shape);
+    rest = kept;
+  } else {
+    rest = model_.decode_rest(shape);
+  }
+  return model_.decode_durations(shape, rest, out);
 }
 
 int64_t RooflineBackend::kv_blocks(int32_t /*block_size*/) const { return memory_.num_blocks; }

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backends/backend.h"
 #include "backends/kv_memory.h"
@@ -22,7 +23,7 @@ class RooflineBackend final : public Backend {
 
   IterationResult run(const Batch& batch) override;
   bool prices_decode_groups() const override { return model_.prices_decode_groups(); }
-  bool decode_run(const Batch& batch, DecodeDurations& out) override { return model_.decode_durations(batch, out); }
+  bool decode_run(const Batch& batch, DecodeDurations& out) override;
   int64_t kv_blocks(int32_t block_size) const override;
   std::string_view name() const override { return "roofline"; }
   int64_t max_model_len() const override { return model_.model().max_position_embeddings; }
@@ -39,6 +40,8 @@ class RooflineBackend final : public Backend {
  private:
   RooflineModel model_;
   MemoryPlan memory_;
+  // decode_run's rest prices of batches whose decodes all emit, by their count (0: not yet priced).
+  std::vector<Time> decode_rest_;
 };
 
 // Loads the hardware and model the setup names (presets by name, or files), resolves the data

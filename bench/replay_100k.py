@@ -13,8 +13,9 @@ iterations saves; the results are the same.)
 
 Prints, per case, the wall time, the CPU time (user + system) and the peak memory (max RSS) of the
 `sim` process, the best of --repeat runs (default 3), the database's size, and how many times
-faster than Vidur that is. Vidur (PyPI 0.0.26) took 151 s for the same replay on this 2-core
-machine (issue 11; --vidur-seconds to give another figure), so 1,000x is about 0.15 s.
+faster than Vidur that is; then, per policy, how many times one replica's wall time eight replicas
+take (the issue's goal 3: at most 1.5). Vidur (PyPI 0.0.26) took 151 s for the same replay on this
+2-core machine (issue 11; --vidur-seconds to give another figure), so 1,000x is about 0.15 s.
 """
 import argparse
 import os
@@ -74,6 +75,7 @@ def main():
     try:
         print(f"{'policy':<16} {'budget':>6} {'replicas':>8} {'wall s':>8} {'CPU s':>8} {'peak MB':>8} {'db MB':>8} "
               f"{'x Vidur':>8}")
+        walls = {}
         for policy, budget, replicas in CASES:
             best = None
             for i in range(a.repeat):
@@ -88,6 +90,10 @@ def main():
                     best = (wall, cpu, rss, size)
             print(f"{policy:<16} {budget:>6} {replicas:>8} {best[0]:>8.2f} {best[1]:>8.2f} {best[2]:>8.0f} "
                   f"{best[3]:>8.1f} {a.vidur_seconds / best[0]:>8.0f}")
+            walls[(policy, replicas)] = best[0]
+        # Issue 11's goal 3: 8 replicas cost at most 1.5 times one replica on the same trace.
+        for policy in dict.fromkeys(p for p, _, _ in CASES):
+            print(f"{policy}: 8 replicas / 1 replica = {walls[(policy, 8)] / walls[(policy, 1)]:.2f} x wall")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
