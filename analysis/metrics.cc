@@ -226,18 +226,17 @@ void MetricsAccumulator::on_decode_steps(const DecodeSteps& steps) {
   // As count_iteration for each step, summed first: durations in 64 bits (a leap is shorter than
   // the 10^9 s horizon), blocks x durations in 128.
   const auto n = static_cast<size_t>(steps.count);
-  leap_durations_.resize(n);
-  DecodeDurationCursor(steps.durations).fill(leap_durations_);
+  DecodeDurationCursor duration(steps.durations);
   Time ns = 0;
   Wide used_ns = 0;
-  size_t j = 0;
+  int64_t j = 0;
   for (const DecodeSteps::Range& range : steps.ranges) {
     Time range_ns = 0;
-    for (; j < static_cast<size_t>(range.end); ++j) range_ns += leap_durations_[j];
+    for (; j < range.end; ++j) range_ns += duration.next();
     ns += range_ns;
     used_ns += static_cast<Wide>(range.kv_blocks_used) * range_ns;
   }
-  gaps_.add_each(leap_durations_, steps.num_seqs);
+  gaps_.add_decode_run(steps.durations, steps.count, steps.num_seqs);
   iterations_ += static_cast<int64_t>(n);
   if (!options_.pools.empty()) {
     if (busy_.size() <= static_cast<size_t>(steps.replica)) busy_.resize(static_cast<size_t>(steps.replica) + 1);

@@ -190,7 +190,6 @@ class MetricsAccumulator : public Recorder {
   std::vector<double> ttft_, tpot_, e2el_, queue_;  // seconds, one per completed request
   // Merging the runs changes no value, so compute() may, being const.
   mutable TokenGaps gaps_;
-  std::vector<Time> leap_durations_;  // on_decode_steps' scratch
   Wide emitting_ns_ = 0;                            // sum of emitted * duration (ns)
   struct KvUse {
     Wide used_ns = 0;  // sum of blocks used * duration (ns)

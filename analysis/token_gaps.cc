@@ -72,7 +72,52 @@ void TokenGaps::add_each(std::span<const Time> gaps, int64_t n) {
   }
 }
 
+void TokenGaps::add_decode_run(const DecodeDurations& d, int64_t iterations, int64_t n) {
+  if (iterations <= 0 || n == 0) return;
+  const auto alike = [&d](const Table& t) {
+    return t.kind.rest == d.rest && t.kind.per_context == d.per_context && t.kind.fixed == d.fixed &&
+           t.kind.count == d.count;
+  };
+  auto table = std::find_if(tables_.begin(), tables_.end(), alike);
+  // The progression's first sum and the one after its last, where its count stops.
+  const int64_t first = d.context_sum, end = d.context_sum + iterations * d.count;
+  const bool fits = d.count > 0 && first >= 0 && end < static_cast<int64_t>(kMaxTableEntries);
+  if (fits && table == tables_.end() && tables_.size() < kMaxTables) {
+    tables_.push_back({d, {}});
+    table = tables_.end() - 1;
+  }
+  const auto need = static_cast<size_t>(end) + 1;
+  if (!fits || table == tables_.end() ||
+      (need > table->changes.size() && table_entries_ + need - table->changes.size() > kMaxTableEntries)) {
+    scratch_.resize(static_cast<size_t>(iterations));
+    DecodeDurationCursor(d).fill(scratch_);
+    add_each(scratch_, n);
+    return;
+  }
+  if (need > table->changes.size()) {
+    table_entries_ += need - table->changes.size();
+    table->changes.resize(need, 0);
+  }
+  table->changes[static_cast<size_t>(first)] += n;
+  table->changes[static_cast<size_t>(end)] -= n;
+}
+
+void TokenGaps::fold_tables() {
+  for (Table& t : tables_) {
+    // Summed along each progression (stride count), the changes are the tokens at each sum.
+    const auto stride = static_cast<size_t>(t.kind.count);
+    std::vector<int64_t>& c = t.changes;
+    for (size_t x = stride; x < c.size(); ++x) c[x] += c[x - stride];
+    for (size_t x = 0; x < c.size(); ++x) {
+      if (c[x] != 0) add(t.kind.at_context(static_cast<int64_t>(x)), c[x]);
+    }
+  }
+  tables_.clear();
+  table_entries_ = 0;
+}
+
 std::span<const TokenGaps::Run> TokenGaps::runs() {
+  fold_tables();
   merge();
   return runs_;
 }

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "sim/decode_durations.h"
 #include "sim/time.h"
 
 namespace servesim {
@@ -20,14 +21,32 @@ class TokenGaps {
   // add(gap, n) for each gap, faster when they ascend (a leap's steps): a gap seen before is found
   // by galloping from where the last one was.
   void add_each(std::span<const Time> gaps, int64_t n);
+  // add(d.at(j), n) for j in [0, iterations), in O(1) mostly: a run's gaps are a function of the
+  // decodes' contexts' sum, which grows by d.count an iteration, and the runs priced alike (the
+  // same rest, attention and count: one table per kind of batch) share one table of counts by
+  // that sum, in which a run adds n to an arithmetic progression as two entries of a difference
+  // table. runs() turns the tables into gaps. Past kMaxTables tables or kMaxTableEntries entries in
+  // all, the gaps are added one by one.
+  void add_decode_run(const DecodeDurations& d, int64_t iterations, int64_t n);
   // The runs sorted by gap, one per distinct gap (merging what came since the last time).
   std::span<const Run> runs();
 
+  static constexpr size_t kMaxTables = 64;
+  static constexpr size_t kMaxTableEntries = size_t{1} << 21;
+
  private:
   void merge();
+  void fold_tables();  // the tables' counts into runs_
 
   std::vector<Run> runs_;
   size_t merged_ = 0;  // runs_[0, merged_) are sorted, one per gap
+  struct Table {
+    DecodeDurations kind;          // its rest, per_context, fixed and count (context_sum unused)
+    std::vector<int64_t> changes;  // by the contexts' sum: tokens starting there minus ending there
+  };
+  std::vector<Table> tables_;
+  size_t table_entries_ = 0;
+  std::vector<Time> scratch_;  // a run's gaps, when added one by one
 };
 
 }  // namespace servesim

@@ -151,12 +151,17 @@ bool RooflineModel::decode_durations(const DecodeShape& shape, Time rest, Decode
   __extension__ using Wide = __int128;
   const auto per_context = static_cast<int64_t>(a), per_item = static_cast<int64_t>(c);
   const Wide step = static_cast<Wide>(per_context) * shape.count;
-  const Wide x = static_cast<Wide>(per_context) * shape.context_sum + static_cast<Wide>(per_item) * shape.count +
-                 DecodeDurations::kOne / 2;
-  if (step >= static_cast<Wide>(kMax) || (x >> DecodeDurations::kFractionBits) > kTimeHorizon - rest) return false;
-  out.base = rest + static_cast<Time>(x >> DecodeDurations::kFractionBits);
-  out.step = static_cast<int64_t>(step);
-  out.offset = static_cast<int64_t>(x & (DecodeDurations::kOne - 1));
+  const Wide fixed = static_cast<Wide>(per_item) * shape.count + DecodeDurations::kOne / 2;
+  const Wide x = static_cast<Wide>(per_context) * shape.context_sum + fixed;
+  if (step >= static_cast<Wide>(kMax) || fixed >= static_cast<Wide>(kMax) ||
+      (x >> DecodeDurations::kFractionBits) > kTimeHorizon - rest) {
+    return false;
+  }
+  out.rest = rest;
+  out.per_context = per_context;
+  out.fixed = static_cast<int64_t>(fixed);
+  out.count = shape.count;
+  out.context_sum = shape.context_sum;
   return true;
 }
 

@@ -1,9 +1,10 @@
 // The durations of a run of decode iterations in closed form (Backend::decode_run): each next
-// iteration is the same one-token decodes one token further, and its attention grows by the same
-// amount, so iteration j (from 0) lasts
-//     base + floor((step * j + offset) / 2^31)   ns,
-// in exact integer arithmetic. A replica leaping over such a run and one running it iteration by
-// iteration see the very same durations, and the recorders can take a run as one description.
+// iteration is the same `count` one-token decodes one token further, so the contexts' sum grows by
+// `count`, and the attention with it. Iteration j (from 0) lasts
+//     rest + floor((per_context * (context_sum + j * count) + fixed) / 2^31)   ns,
+// in exact integer arithmetic (the attention in fixed point of 2^-31 ns). A replica leaping over
+// such a run and one running it iteration by iteration see the very same durations, and the
+// recorders can take a run as one description.
 #pragma once
 
 #include <cstdint>
@@ -16,30 +17,40 @@ namespace servesim {
 struct DecodeDurations {
   static constexpr int kFractionBits = 31;
   static constexpr int64_t kOne = int64_t{1} << kFractionBits;  // 1 ns in fixed point
+  __extension__ using Wide = __int128;
 
-  Time base = 0;      // ns
-  int64_t step = 0;   // growth per iteration, in 2^-31 ns; 0 <= step < 2^62
-  int64_t offset = 0; // in 2^-31 ns; 0 <= offset < kOne
+  Time rest = 0;            // ns: everything but the attention
+  int64_t per_context = 0;  // attention per context token, 2^-31 ns; per_context * count < 2^62
+  int64_t fixed = 0;        // attention of the decodes' own tokens plus kOne / 2 (rounding); < 2^62
+  int64_t count = 0;        // decodes: the contexts' sum grows by count an iteration
+  int64_t context_sum = 0;  // of iteration 0
 
-  // Iteration j's duration. REQUIRES: 0 <= j < 2^31.
-  Time at(int64_t j) const {
-    __extension__ using Wide = __int128;
-    return base + static_cast<Time>((static_cast<Wide>(step) * j + offset) >> kFractionBits);
+  // The duration of an iteration whose decodes' contexts sum to `context`.
+  Time at_context(int64_t context) const {
+    return rest + static_cast<Time>((static_cast<Wide>(per_context) * context + fixed) >> kFractionBits);
   }
+  // Iteration j's duration. REQUIRES: 0 <= j < 2^31.
+  Time at(int64_t j) const { return at_context(context_sum + j * count); }
   // The same run from iteration `from` on: shifted(from).at(j) == at(from + j).
   DecodeDurations shifted(int64_t from) const {
-    __extension__ using Wide = __int128;
-    const Wide x = static_cast<Wide>(step) * from + offset;
-    return {base + static_cast<Time>(x >> kFractionBits), step, static_cast<int64_t>(x & (kOne - 1))};
+    DecodeDurations d = *this;
+    d.context_sum += from * count;
+    return d;
   }
 };
 
 // Iterates a run's durations in order, by additions only.
 class DecodeDurationCursor {
  public:
-  explicit DecodeDurationCursor(const DecodeDurations& d)
-      : next_(d.at(0)), fraction_(d.offset), whole_step_(d.step >> DecodeDurations::kFractionBits),
-        fraction_step_(d.step & (DecodeDurations::kOne - 1)) {}
+  explicit DecodeDurationCursor(const DecodeDurations& d) {
+    using Wide = DecodeDurations::Wide;
+    const Wide x = static_cast<Wide>(d.per_context) * d.context_sum + d.fixed;
+    next_ = d.rest + static_cast<Time>(x >> DecodeDurations::kFractionBits);
+    fraction_ = static_cast<int64_t>(x & (DecodeDurations::kOne - 1));
+    const int64_t step = d.per_context * d.count;
+    whole_step_ = step >> DecodeDurations::kFractionBits;
+    fraction_step_ = step & (DecodeDurations::kOne - 1);
+  }
   // The next iteration's duration (the first call: iteration 0's).
   Time next() {
     const Time d = next_;
@@ -54,9 +65,9 @@ class DecodeDurationCursor {
   }
 
  private:
-  Time next_;
-  int64_t fraction_;
-  int64_t whole_step_, fraction_step_;
+  Time next_ = 0;
+  int64_t fraction_ = 0;
+  int64_t whole_step_ = 0, fraction_step_ = 0;
 };
 
 }  // namespace servesim

@@ -240,16 +240,17 @@ TEST(LeapRoofline, DecodeRunStepsEqualPricingEachBatch) {
 
 // The cursor's additions give at(j), whatever the carries, up to the largest parts allowed.
 TEST(LeapRoofline, DurationCursorEqualsClosedForm) {
-  const DecodeDurations cases[] = {{5, 0, 0},
-                                   {1000, DecodeDurations::kOne - 1, DecodeDurations::kOne - 1},
-                                   {7, 3 * DecodeDurations::kOne + 12345, 999},
-                                   {123456789, (int64_t{1} << 62) - 1, DecodeDurations::kOne / 2}};
+  constexpr int64_t kOne = DecodeDurations::kOne;
+  const DecodeDurations cases[] = {{5, 0, 0, 1, 0},
+                                   {1000, kOne - 1, kOne / 2, 1, 7},
+                                   {7, 3 * kOne + 12345, 999, 4, 1 << 20},
+                                   {123456789, ((int64_t{1} << 62) - 1) / 3, (int64_t{1} << 62) - 1, 3, 11}};
   for (const DecodeDurations& d : cases) {
     DecodeDurationCursor cursor(d);
     for (int64_t j = 0; j < 5000; ++j) {
       __extension__ using Wide = __int128;
-      const Wide exact = (static_cast<Wide>(d.step) * j + d.offset) / DecodeDurations::kOne;
-      ASSERT_EQ(d.at(j), d.base + static_cast<Time>(exact)) << j;
+      const Wide exact = (static_cast<Wide>(d.per_context) * (d.context_sum + j * d.count) + d.fixed) / kOne;
+      ASSERT_EQ(d.at(j), d.rest + static_cast<Time>(exact)) << j;
       ASSERT_EQ(cursor.next(), d.at(j)) << j;
     }
   }

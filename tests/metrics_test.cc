@@ -354,5 +354,40 @@ TEST(TokenGapsTest, AddEachCountsAsAddingOneByOne) {
   EXPECT_EQ(std::vector<TokenGaps::Run>(by_one.begin(), by_one.end()), want);
 }
 
+// add_decode_run gives exactly the runs of adding each iteration's gap one by one: runs of a few
+// kinds sharing tables, overlapping and at different strides; more kinds than tables; contexts
+// past the tables' room; and folding midway.
+TEST(TokenGapsTest, DecodeRunsCountAsAddingOneByOne) {
+  std::mt19937_64 rng(11);
+  constexpr int64_t kOne = DecodeDurations::kOne;
+  std::vector<DecodeDurations> kinds;
+  for (int k = 0; k < static_cast<int>(TokenGaps::kMaxTables) + 10; ++k) {
+    const int64_t count = 1 + k % 5;
+    kinds.push_back({static_cast<Time>(9'000'000 + 1000 * (k % 7)), static_cast<int64_t>(300 * kOne + rng() % kOne),
+                     static_cast<int64_t>(count * (40 * kOne + rng() % kOne) + kOne / 2), count, 0});
+  }
+  TokenGaps runs, one;
+  std::map<Time, int64_t> expected;
+  for (int leap = 0; leap < 4000; ++leap) {
+    // Mostly a few kinds (shared tables); now and then any, or a context past the tables.
+    DecodeDurations d = kinds[rng() % 8 == 0 ? rng() % kinds.size() : rng() % 4];
+    d.context_sum = static_cast<int64_t>(rng() % 50 == 0 ? TokenGaps::kMaxTableEntries - 100 + rng() % 200
+                                                         : rng() % 20'000);
+    const auto iterations = static_cast<int64_t>(1 + rng() % 120);
+    const auto n = static_cast<int64_t>(1 + rng() % 3);
+    runs.add_decode_run(d, iterations, n);
+    for (int64_t j = 0; j < iterations; ++j) {
+      one.add(d.at(j), n);
+      expected[d.at(j)] += n;
+    }
+    if (leap % 1500 == 0) (void)runs.runs();  // fold and merge midway
+  }
+  const std::vector<TokenGaps::Run> want(expected.begin(), expected.end());
+  const std::span<const TokenGaps::Run> got = runs.runs();
+  EXPECT_EQ(std::vector<TokenGaps::Run>(got.begin(), got.end()), want);
+  const std::span<const TokenGaps::Run> by_one = one.runs();
+  EXPECT_EQ(std::vector<TokenGaps::Run>(by_one.begin(), by_one.end()), want);
+}
+
 }  // namespace
 }  // namespace servesim
