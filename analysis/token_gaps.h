@@ -32,7 +32,7 @@ class TokenGaps {
   std::span<const Run> runs();
 
   static constexpr size_t kMaxTables = 64;
-  static constexpr size_t kMaxTableEntries = size_t{1} << 21;
+  static constexpr size_t kMaxTableEntries = size_t{1} << 19;  // 4 MiB
 
  private:
   void merge();
