@@ -101,7 +101,7 @@ class Policy {
   // to form it. True promises that, as long as no request arrives or
   // finishes and every running request's next KV block is found free, the next iterations would
   // be formed of the same requests, one more token each, admitting, preempting and rejecting
-  // nobody. The replica may then leap over them (backends/backend.h: begin_decode_run). The
+  // nobody. The replica may then leap over them (backends/backend.h: decode_run). The
   // default, false, runs every iteration through next_batch.
   virtual bool decode_batch_repeats(ReplicaView& /*view*/) const { return false; }
   // Asked only after decode_batch_repeats said true: whether the batch repeats even as requests
