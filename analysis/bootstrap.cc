@@ -20,7 +20,6 @@
 namespace servesim {
 namespace {
 
-__extension__ typedef __int128 Wide;
 
 constexpr uint64_t kBootstrapStream = 0x626f6f7473747270;  // "bootstrp"
 constexpr std::array<std::string_view, 4> kLatencies = {"ttft", "tpot", "e2el", "queue"};

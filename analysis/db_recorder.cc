@@ -181,36 +181,32 @@ void DbRecorder::on_decode_steps(const DecodeSteps& steps) {
     Recorder::on_decode_steps(steps);  // a row each
     return;
   }
-  // As add_to_bucket for each iteration: the KV use and the queue are the same in a range, so the
-  // maxima are taken and blocks x ns added once per range and bucket.
+  // As add_to_bucket for each iteration: the KV use and the queue are the same in a range, so
+  // each range adds to each bucket it reaches once.
   Time at = steps.start;
   DecodeDurationCursor duration(steps.durations);
   Bucket* b = &bucket_for(steps.replica, at);
   int64_t j = 0;
   for (const DecodeSteps::Range& range : steps.ranges) {
-    Time busy = 0;  // of this range in *b
-    const auto flush = [&] {
-      b->seqs_max = std::max<int64_t>(b->seqs_max, steps.num_seqs);
-      b->waiting_max = std::max<int64_t>(b->waiting_max, range.waiting);
-      b->kv_max = std::max(b->kv_max, range.kv_blocks_used);
-      b->kv_total = steps.kv_blocks_total;
-      b->kv_ns += static_cast<Wide>(range.kv_blocks_used) * busy;
-      b->busy += busy;
+    int64_t n = 0;  // of this range's iterations, in *b
+    Time busy = 0;
+    const auto add = [&] {
+      b->add(n, busy, 0, n * steps.num_seqs, n * steps.num_seqs, 0, steps.num_seqs, range.waiting,
+             range.kv_blocks_used, steps.kv_blocks_total);
+      n = 0;
       busy = 0;
     };
     for (; j < range.end; ++j) {
       const Time d = duration.next();
       if (at >= b->end) {  // a new bucket
-        if (busy > 0) flush();
+        if (n > 0) add();
         b = &bucket_for(steps.replica, at);
       }
-      ++b->iterations;
-      b->decode += steps.num_seqs;
-      b->emitted += steps.num_seqs;
+      ++n;
       busy += d;
       at += d;
     }
-    if (busy > 0) flush();
+    if (n > 0) add();
   }
   if (chunk_.size() >= kRowsPerChunk) hand_over();
 }
@@ -247,18 +243,23 @@ DbRecorder::Bucket& DbRecorder::bucket_for(int32_t replica, Time start) {
 void DbRecorder::add_to_bucket(int32_t replica, Time start, Time duration, int64_t prefill,
                                int64_t decode, int64_t emitted, int64_t preempted, int64_t seqs,
                                int64_t waiting, int64_t kv_used, int64_t kv_total) {
-  Bucket& b = bucket_for(replica, start);
-  ++b.iterations;
-  b.busy += duration;
-  b.prefill += prefill;
-  b.decode += decode;
-  b.emitted += emitted;
-  b.preemptions += preempted;
-  b.seqs_max = std::max(b.seqs_max, seqs);
-  b.waiting_max = std::max(b.waiting_max, waiting);
-  b.kv_ns += static_cast<Wide>(kv_used) * duration;
-  b.kv_max = std::max(b.kv_max, kv_used);
-  b.kv_total = kv_total;
+  bucket_for(replica, start).add(1, duration, prefill, decode, emitted, preempted, seqs, waiting, kv_used, kv_total);
+}
+
+void DbRecorder::Bucket::add(int64_t n, Time busy_ns, int64_t prefill_tokens, int64_t decode_tokens,
+                             int64_t emitted_tokens, int64_t preempted, int64_t seqs, int64_t waiting,
+                             int64_t kv_used, int64_t kv_blocks) {
+  iterations += n;
+  busy += busy_ns;
+  prefill += prefill_tokens;
+  decode += decode_tokens;
+  emitted += emitted_tokens;
+  preemptions += preempted;
+  seqs_max = std::max(seqs_max, seqs);
+  waiting_max = std::max(waiting_max, waiting);
+  kv_ns += static_cast<Wide>(kv_used) * busy_ns;
+  kv_max = std::max(kv_max, kv_used);
+  kv_total = kv_blocks;
 }
 
 void DbRecorder::write_iteration(const IterationRecord& it) {

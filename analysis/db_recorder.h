@@ -124,7 +124,6 @@ class DbRecorder : public Recorder {
   const LogLevel level_;
   const double resolution_;
   // The timeline bucket in progress, per replica.
-  __extension__ using Wide = __int128;
   struct Bucket {
     int64_t index = -1;  // -1: none yet
     Time end = 0;        // the first time of the next bucket
@@ -132,6 +131,10 @@ class DbRecorder : public Recorder {
     int64_t seqs_max = 0, waiting_max = 0, kv_max = 0, kv_total = -1;
     Time busy = 0;        // ns
     Wide kv_ns = 0;       // blocks used x ns
+    // Adds `n` iterations that together last `busy` ns, with the same seqs, waiting and KV use;
+    // prefill, decode, emitted and preempted are their sums.
+    void add(int64_t n, Time busy, int64_t prefill, int64_t decode, int64_t emitted, int64_t preempted,
+             int64_t seqs, int64_t waiting, int64_t kv_used, int64_t kv_total);
   };
   std::vector<Bucket> buckets_;
   sqlite3_stmt* insert_timeline_ = nullptr;

@@ -50,7 +50,6 @@ const std::vector<std::string_view>& names() {
 // their own pace, and a leap reports its iterations together): exact integer sums of nanoseconds,
 // or of values in fixed point with 64 fractional bits (below 1e-19 s, 1e7 values of up to the
 // 1e9 s horizon fit).
-__extension__ typedef __int128 Wide;
 
 double exact_mean(std::span<const double> values) {
   Wide sum = 0;

@@ -177,7 +177,6 @@ class MetricsAccumulator : public Recorder {
   void count_iteration(int32_t replica, Time duration, int32_t emitted, int64_t kv_used, int64_t kv_total);
 
   // Sums kept in integers, so that they do not depend on the order replicas report in.
-  __extension__ typedef __int128 Wide;
 
   MetricsOptions options_;
   int64_t completed_ = 0, rejected_ = 0, capped_ = 0, preemptions_ = 0, iterations_ = 0;

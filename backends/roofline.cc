@@ -148,7 +148,6 @@ bool RooflineModel::decode_durations(const DecodeShape& shape, Time rest, Decode
   const double a = std::round(decode_bytes_per_context_ / memory * layers * kScale);
   const double c = std::round((decode_bytes_per_item_ / memory + hw_.attention_sequence_overhead) * layers * kScale);
   if (!(a >= 0 && a < kMax && c >= 0 && c < kMax)) return false;
-  __extension__ using Wide = __int128;
   const auto per_context = static_cast<int64_t>(a), per_item = static_cast<int64_t>(c);
   const Wide step = static_cast<Wide>(per_context) * shape.count;
   const Wide fixed = static_cast<Wide>(per_item) * shape.count + DecodeDurations::kOne / 2;

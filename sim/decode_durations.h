@@ -17,7 +17,6 @@ namespace servesim {
 struct DecodeDurations {
   static constexpr int kFractionBits = 31;
   static constexpr int64_t kOne = int64_t{1} << kFractionBits;  // 1 ns in fixed point
-  __extension__ using Wide = __int128;
 
   Time rest = 0;            // ns: everything but the attention
   int64_t per_context = 0;  // attention per context token, 2^-31 ns; per_context * count < 2^62
@@ -43,7 +42,6 @@ struct DecodeDurations {
 class DecodeDurationCursor {
  public:
   explicit DecodeDurationCursor(const DecodeDurations& d) {
-    using Wide = DecodeDurations::Wide;
     const Wide x = static_cast<Wide>(d.per_context) * d.context_sum + d.fixed;
     next_ = d.rest + static_cast<Time>(x >> DecodeDurations::kFractionBits);
     fraction_ = static_cast<int64_t>(x & (DecodeDurations::kOne - 1));

@@ -4,10 +4,43 @@
 #include <algorithm>
 #include <cassert>
 #include <limits>
+#include <span>
+#include <utility>
+#include <vector>
 
 #include "sim/replica.h"
 
 namespace servesim {
+namespace {
+
+// From iteration i of a leap on, the value is v: a change noted at i is replaced, and a new one
+// noted where v differs from the last.
+template <typename V>
+void note_change(std::vector<std::pair<int64_t, V>>& changes, int64_t i, V v) {
+  if (changes.back().first == i) {
+    changes.back().second = v;
+  } else if (changes.back().second != v) {
+    changes.emplace_back(i, v);
+  }
+}
+
+// The ranges of a leap's `count` iterations between the changes of the KV use and of the queue.
+void leap_ranges(std::span<const std::pair<int64_t, int64_t>> kv, std::span<const std::pair<int64_t, int32_t>> waiting,
+                 int64_t count, std::vector<DecodeSteps::Range>& out) {
+  out.clear();
+  size_t k = 0, w = 0;
+  while (true) {
+    const int64_t next_k = k + 1 < kv.size() ? kv[k + 1].first : count;
+    const int64_t next_w = w + 1 < waiting.size() ? waiting[w + 1].first : count;
+    const int64_t end = std::min(next_k, next_w);
+    out.push_back({end, kv[k].second, waiting[w].second});
+    if (end == count) return;
+    if (next_k == end) ++k;
+    if (next_w == end) ++w;
+  }
+}
+
+}  // namespace
 
 void Replica::enable_grouping(bool on) {
   grouping_ = on && backend_->prices_decode_groups();
@@ -211,13 +244,7 @@ Time Replica::leap(Time horizon) {
       [[maybe_unused]] const bool ok = kv_.allocate(*m.seq, m.seq->num_computed + j + 1);
       assert(ok);
     }
-    if (kv_.num_used() != leap_kv_changes_.back().second) {
-      if (leap_kv_changes_.back().first == j - 1) {
-        leap_kv_changes_.back().second = kv_.num_used();
-      } else {
-        leap_kv_changes_.emplace_back(j - 1, kv_.num_used());
-      }
-    }
+    note_change(leap_kv_changes_, j - 1, kv_.num_used());
     t = end;
     ++j;
   }
@@ -245,40 +272,24 @@ void Replica::finish_leap(Time now) {
     size_t arrived = 0;
     for (int64_t i = 0; i < leap_count_ && arrived < leap_arrivals_.size(); ++i) {
       while (arrived < leap_arrivals_.size() && leap_arrivals_[arrived] <= start) ++arrived;
-      const int32_t w = record_.waiting + static_cast<int32_t>(arrived);
-      if (i == 0) {
-        waiting.back().second = w;
-      } else if (w != waiting.back().second) {
-        waiting.emplace_back(i, w);
-      }
+      note_change(waiting, i, record_.waiting + static_cast<int32_t>(arrived));
       start += duration.next();
     }
   }
   arrivals_leapt_past_ += static_cast<int64_t>(leap_arrivals_.size());
   leap_arrivals_.clear();
-  // The ranges between the changes of either.
-  leap_ranges_.clear();
-  size_t k = 0, w = 0;
-  while (true) {
-    const int64_t next_k = k + 1 < leap_kv_changes_.size() ? leap_kv_changes_[k + 1].first : leap_count_;
-    const int64_t next_w = w + 1 < waiting.size() ? waiting[w + 1].first : leap_count_;
-    const int64_t end = std::min(next_k, next_w);
-    leap_ranges_.push_back({end, leap_kv_changes_[k].second, waiting[w].second});
-    if (end == leap_count_) break;
-    if (next_k == end) ++k;
-    if (next_w == end) ++w;
-  }
+  leap_ranges(leap_kv_changes_, waiting, leap_count_, leap_ranges_);
   const DecodeSteps steps{id_, step_ + 1, first_end_, leap_count_, leapt, leap_ranges_,
                           record_.kv_blocks_total, record_.num_seqs, record_.predicted >= 0};
   for (Recorder* rec : recorders_) rec->on_decode_steps(steps);
 
   now_ = now;
-  const auto k_steps = static_cast<int32_t>(leap_count_);
-  const int32_t done = step_group(now, k_steps + 1);
+  const auto k = static_cast<int32_t>(leap_count_);
+  const int32_t done = step_group(now, k + 1);
   if (done > 0) {
     std::erase_if(running_, [](const Sequence* s) { return s->status == RequestStatus::kDone; });
   }
-  step_ += k_steps + 1;
+  step_ += k + 1;
   leap_count_ = 0;
   busy_ = false;
 }

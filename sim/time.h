@@ -9,6 +9,8 @@
 namespace servesim {
 
 using Time = int64_t;  // nanoseconds since the start of the workload
+// A 128-bit integer, for exact sums and products of times (blocks x ns, fixed-point prices).
+__extension__ typedef __int128 Wide;
 
 inline constexpr Time kNsPerSecond = 1'000'000'000;
 inline constexpr Time kNever = std::numeric_limits<Time>::max();

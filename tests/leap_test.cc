@@ -248,7 +248,6 @@ TEST(LeapRoofline, DurationCursorEqualsClosedForm) {
   for (const DecodeDurations& d : cases) {
     DecodeDurationCursor cursor(d);
     for (int64_t j = 0; j < 5000; ++j) {
-      __extension__ using Wide = __int128;
       const Wide exact = (static_cast<Wide>(d.per_context) * (d.context_sum + j * d.count) + d.fixed) / kOne;
       ASSERT_EQ(d.at(j), d.rest + static_cast<Time>(exact)) << j;
       ASSERT_EQ(cursor.next(), d.at(j)) << j;
