@@ -188,6 +188,11 @@ Result<std::unique_ptr<Database>> Database::open(const std::string& path) {
     }
     return error;
   };
+  // Without SQLite's memory statistics, which lock a global mutex around every allocation (and a
+  // run's writer thread allocates for every row). Only possible before SQLite initializes: the
+  // first open does it, and a later call would be refused, harmlessly.
+  static const bool no_memory_statistics = sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0) == SQLITE_OK;
+  (void)no_memory_statistics;
   sqlite3* db = nullptr;
   // No mutex on the connection: one thread at a time uses it (a run's writer thread while the run
   // goes on, the run's own thread before and after; each sweep worker has its own connection), and

@@ -13,12 +13,16 @@ namespace {
 
 using GapRun = TokenGaps::Run;
 
+// The runs are merged when they have grown past twice those merged plus this.
+constexpr size_t kMergeSlack = 4096;
+
 // runs[0, sorted) holds one run per distinct gap, in order; sorts the rest and merges it in.
 void merge_runs(std::vector<GapRun>& runs, size_t sorted, std::vector<GapRun>& scratch) {
   radix_sort(runs.data() + sorted, runs.size() - sorted, scratch,
              [](const GapRun& r) { return static_cast<uint64_t>(r.first); });
   scratch.clear();
-  scratch.reserve(runs.size());
+  // Room for the runs added until the next merge (TokenGaps::add), so that they move no more.
+  scratch.reserve(2 * runs.size() + kMergeSlack + 1);
   size_t i = 0, j = sorted;
   while (i < sorted || j < runs.size()) {
     const GapRun& next = j == runs.size() || (i < sorted && runs[i].first <= runs[j].first) ? runs[i++] : runs[j++];
@@ -41,7 +45,7 @@ void TokenGaps::add(Time gap, int64_t n) {
     runs_.emplace_back(gap, n);
   }
   // One run per distinct gap, amortized: merge when the runs doubled since the last time.
-  if (runs_.size() > 2 * merged_ + 4096) merge();
+  if (runs_.size() > 2 * merged_ + kMergeSlack) merge();
 }
 
 void TokenGaps::add_each(std::span<const Time> gaps, int64_t n) {
@@ -123,8 +127,7 @@ std::span<const TokenGaps::Run> TokenGaps::runs() {
 }
 
 void TokenGaps::merge() {
-  std::vector<GapRun> scratch;
-  merge_runs(runs_, merged_, scratch);
+  merge_runs(runs_, merged_, merge_scratch_);  // the runs' old buffer is the next merge's scratch
   merged_ = runs_.size();
 }
 

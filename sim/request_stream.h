@@ -21,10 +21,16 @@ class RequestStream {
   virtual const std::string& error() const = 0;
   // How many requests it gives in all, or -1 when it cannot tell before reading them.
   virtual int64_t size() const { return -1; }
+  // Whether its specs stay in place for its whole life (a workload in memory): next_in_place()
+  // then gives each where it is, and nothing is copied. REQUIRES of the caller: one of next() and
+  // next_in_place() only.
+  virtual bool gives_in_place() const { return false; }
+  // The next request, in place; nullptr when none is left. REQUIRES: gives_in_place().
+  virtual const RequestSpec* next_in_place() { return nullptr; }
 };
 
 // A workload already in memory, streamed: the simulator then keeps only the requests in flight
-// (their specs are copied in as they arrive). REQUIRES: every spec is independent, in
+// (their specs stay where they are). REQUIRES: every spec is independent, in
 // non-decreasing arrival order (Workload's order, when no request has `after`); `specs` outlives it.
 class RequestListStream final : public RequestStream {
  public:
@@ -36,6 +42,8 @@ class RequestListStream final : public RequestStream {
   }
   const std::string& error() const override { return error_; }
   int64_t size() const override { return static_cast<int64_t>(specs_.size()); }
+  bool gives_in_place() const override { return true; }
+  const RequestSpec* next_in_place() override { return next_ == specs_.size() ? nullptr : &specs_[next_++]; }
 
  private:
   const std::vector<RequestSpec>& specs_;

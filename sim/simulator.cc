@@ -95,6 +95,7 @@ Simulator::Simulator(RequestStream& stream, const SimOptions& options,
                      std::vector<Recorder*> recorders)
     : Simulator(options, std::move(policies), std::move(backends), std::move(recorders)) {
   stream_ = &stream;
+  in_place_ = stream.gives_in_place();
   look_ahead(1);
   more_arrivals_ = !upcoming_.empty();
 }
@@ -131,24 +132,32 @@ void Simulator::init_request(Request& r, const RequestSpec& spec, int32_t index,
 
 bool Simulator::look_ahead(size_t count) {
   while (upcoming_.size() < count && !stream_done_) {
-    RequestSpec spec;
-    if (!stream_->next(spec)) {
+    const RequestSpec* spec = nullptr;
+    if (in_place_) {
+      spec = stream_->next_in_place();
+    } else if (stream_->next(read_.emplace_back())) {
+      spec = &read_.back();
+    } else {
+      read_.pop_back();
+    }
+    if (spec == nullptr) {
       stream_done_ = true;
       if (!stream_->error().empty() && failure_.empty()) failure_ = stream_->error();
       break;
     }
-    const Time last = upcoming_.empty() ? last_streamed_ : upcoming_.back().arrival;
-    if (!spec.after.empty() || spec.arrival < last || spec.arrival < 0 || spec.arrival > kTimeHorizon) {
+    const Time last = upcoming_.empty() ? last_streamed_ : upcoming_.back()->arrival;
+    if (!spec->after.empty() || spec->arrival < last || spec->arrival < 0 || spec->arrival > kTimeHorizon) {
       stream_done_ = true;
       if (failure_.empty()) {
-        failure_ = "request '" + spec.id + "' of the stream " +
-                   (!spec.after.empty() ? std::string("follows other requests, which a stream cannot hold")
-                                        : "arrives out of order or outside the horizon") +
+        failure_ = "request '" + spec->id + "' of the stream " +
+                   (!spec->after.empty() ? std::string("follows other requests, which a stream cannot hold")
+                                         : "arrives out of order or outside the horizon") +
                    " (a bug: please report it with the workload)";
       }
+      if (!in_place_) read_.pop_back();
       break;
     }
-    upcoming_.push_back(std::move(spec));
+    upcoming_.push_back(spec);
   }
   return upcoming_.size() >= count;
 }
@@ -158,12 +167,12 @@ bool Simulator::has_next_arrival() const {
 }
 
 Time Simulator::next_arrival_time() const {
-  return stream_ != nullptr ? upcoming_.front().arrival
+  return stream_ != nullptr ? upcoming_.front()->arrival
                             : requests_[static_cast<size_t>(independent_[next_arrival_])].arrival;
 }
 
 Time Simulator::arrival_after(size_t m) {
-  if (stream_ != nullptr) return look_ahead(m + 1) ? upcoming_[m].arrival : kNever;
+  if (stream_ != nullptr) return look_ahead(m + 1) ? upcoming_[m]->arrival : kNever;
   return next_arrival_ + m < independent_.size()
              ? requests_[static_cast<size_t>(independent_[next_arrival_ + m])].arrival
              : kNever;
@@ -180,13 +189,18 @@ Request& Simulator::take_arrival() {
   } else {
     slot = requests_.size();
     requests_.emplace_back();
-    specs_.emplace_back();
+    if (!in_place_) specs_.emplace_back();
   }
-  specs_[slot] = std::move(upcoming_.front());
+  const RequestSpec* spec = upcoming_.front();
   upcoming_.pop_front();
-  last_streamed_ = specs_[slot].arrival;
+  if (!in_place_) {
+    specs_[slot] = std::move(read_.front());
+    read_.pop_front();
+    spec = &specs_[slot];
+  }
+  last_streamed_ = spec->arrival;
   Request& r = requests_[slot];
-  init_request(r, specs_[slot], static_cast<int32_t>(streamed_++), static_cast<int32_t>(slot));
+  init_request(r, *spec, static_cast<int32_t>(streamed_++), static_cast<int32_t>(slot));
   look_ahead(1);
   return r;
 }

@@ -191,13 +191,16 @@ class Simulator {
   std::string bug_;               // an inconsistency found in a streamed request
   const int64_t max_model_len_;
   const int32_t default_max_tokens_;
-  // Streaming: the stream, the specs of the requests in flight (by slot), the slots free for reuse,
-  // and the next requests read ahead (for the replicas' horizons).
+  // Streaming: the stream, the slots free for reuse, and the next requests read ahead (for the
+  // replicas' horizons). Specs a stream gives in place stay there; those it makes are kept in
+  // read_ while ahead, and by slot in specs_ while in flight.
   RequestStream* stream_ = nullptr;
+  bool in_place_ = false;
   std::deque<RequestSpec> specs_;
   std::vector<int32_t> free_slots_;
   bool reuse_slots_ = true;  // false when a policy keeps finished requests (static batching)
-  std::deque<RequestSpec> upcoming_;
+  std::deque<const RequestSpec*> upcoming_;
+  std::deque<RequestSpec> read_;
   bool stream_done_ = false;
   Time last_streamed_ = 0;
   int64_t streamed_ = 0;

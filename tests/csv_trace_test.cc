@@ -42,6 +42,25 @@ std::string read_error(std::string_view text) {
   return message.substr(std::min(path.size(), message.size()));
 }
 
+// The room a trace reader reserves is judged from the rows read so far: close to the rows the file
+// holds, never above the limit, and no more than those read once the file is read.
+TEST(LineReader, RowsExpectedJudgesTheRestOfTheFileByTheRowsRead) {
+  std::string text = "arrival,prompt,output\n";
+  for (int i = 0; i < 10'000; ++i) text += std::to_string(i % 10) + ".5," + std::to_string(100 + i % 900) + ",7\n";
+  auto opened = LineReader::open(write_temp("rows.csv", text));
+  ASSERT_TRUE(opened.ok());
+  LineReader& in = opened.value();
+  std::string line;
+  ASSERT_TRUE(in.next(line));  // the header
+  for (int i = 0; i < 1024; ++i) ASSERT_TRUE(in.next(line));
+  EXPECT_GE(in.rows_expected(1024, 0), 10'000u);
+  EXPECT_LE(in.rows_expected(1024, 0), 12'000u);
+  EXPECT_EQ(in.rows_expected(1024, 5000), 5000u);
+  while (in.next(line)) {
+  }
+  EXPECT_EQ(in.rows_expected(10'000, 0), 10'000u);
+}
+
 // Lines are read a chunk of the file at a time: lines across the chunks' edges, one of exactly the
 // longest length allowed, CRLF endings and a last line without a newline come back whole, with their
 // numbers; one byte longer is an error at its line.

@@ -180,21 +180,51 @@ class ListStream : public RequestStream {
   std::string error_;
 };
 
-TEST(StreamErrors, OutOfOrderArrivalsFailTheRun) {
-  std::vector<RequestSpec> specs(2);
-  specs[0].id = "a";
-  specs[0].arrival = from_seconds(2);
-  specs[1].id = "b";
-  specs[1].arrival = from_seconds(1);
-  ListStream stream(specs);
+// One continuous-batching replica on the unit backend, over `stream`.
+std::unique_ptr<Simulator> unit_simulator(RequestStream& stream) {
   std::vector<std::unique_ptr<Policy>> policies;
   policies.push_back(std::move(find_policy("continuous").value()->make({}).value()));
   std::vector<std::unique_ptr<Backend>> backends;
   backends.push_back(std::make_unique<UnitBackend>());
-  Simulator sim(stream, SimOptions{}, std::move(policies), std::move(backends), {});
-  const RunResult r = sim.run();
-  EXPECT_EQ(r.outcome, RunOutcome::kFailed);
-  EXPECT_NE(r.error.find("request 'b'"), std::string::npos) << r.error;
+  return std::make_unique<Simulator>(stream, SimOptions{}, std::move(policies), std::move(backends),
+                                     std::vector<Recorder*>{});
+}
+
+// Both kinds of stream: one that makes its specs (copied in), and a list that gives them in place.
+TEST(StreamErrors, OutOfOrderArrivalsFailTheRun) {
+  std::vector<RequestSpec> specs(3);
+  for (size_t i = 0; i < specs.size(); ++i) specs[i].id = std::string(1, static_cast<char>('a' + i));
+  specs[0].arrival = from_seconds(1);
+  specs[1].arrival = from_seconds(2);
+  specs[2].arrival = from_seconds(1);
+  ListStream made(specs);
+  RequestListStream in_place(specs);
+  for (RequestStream* stream : {static_cast<RequestStream*>(&made), static_cast<RequestStream*>(&in_place)}) {
+    const RunResult r = unit_simulator(*stream)->run();
+    EXPECT_EQ(r.outcome, RunOutcome::kFailed);
+    EXPECT_NE(r.error.find("request 'c'"), std::string::npos) << r.error;
+  }
+}
+
+// A workload in memory is streamed without copying its specs: every request the simulator holds
+// points at its spec in the workload.
+TEST(StreamMemory, AListIsStreamedInPlace) {
+  std::vector<RequestSpec> specs(50);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    specs[i].id = "r" + std::to_string(i);
+    specs[i].arrival = from_seconds(0.5 * static_cast<double>(i));
+    specs[i].prompt_tokens = 8;
+    specs[i].output_tokens = 3;
+  }
+  RequestListStream list(specs);
+  ASSERT_TRUE(list.gives_in_place());
+  auto sim = unit_simulator(list);
+  ASSERT_EQ(sim->run().outcome, RunOutcome::kDone);
+  ASSERT_FALSE(sim->requests().empty());
+  for (const Request& r : sim->requests()) {
+    EXPECT_TRUE(r.spec >= specs.data() && r.spec < specs.data() + specs.size()) << r.index;
+    EXPECT_EQ(r.spec, &specs[static_cast<size_t>(r.index)]);
+  }
 }
 
 }  // namespace

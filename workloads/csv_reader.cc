@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cstring>
+#include <filesystem>
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -31,6 +32,7 @@ Result<LineReader> LineReader::open(const std::string& path) {
 bool LineReader::refill() {
   constexpr size_t kChunk = size_t{1} << 16;
   buf_.resize(kChunk);
+  chunk_start_ += end_;
   in_.read(buf_.data(), static_cast<std::streamsize>(kChunk));
   pos_ = 0;
   end_ = static_cast<size_t>(in_.gcount());
@@ -59,8 +61,22 @@ bool LineReader::next(std::string& line) {
     if (!refill()) break;  // the last line, without a newline
   }
   if (!line.empty() && line.back() == '\r') line.pop_back();
-  if (line_number_ == 1 && line.starts_with("\xEF\xBB\xBF")) line.erase(0, 3);
+  if (line_number_ == 1) {
+    if (line.starts_with("\xEF\xBB\xBF")) line.erase(0, 3);
+    start_ = chunk_start_ + pos_;
+  }
   return true;
+}
+
+size_t LineReader::rows_expected(size_t rows, int64_t limit) const {
+  std::error_code ec;
+  const uintmax_t size = std::filesystem::file_size(path_, ec);
+  const uint64_t read = chunk_start_ + pos_ - start_;
+  if (ec || rows == 0 || read == 0 || size <= chunk_start_ + pos_) return rows;
+  const double per_row = static_cast<double>(read) / static_cast<double>(rows);
+  double expected = static_cast<double>(rows) + static_cast<double>(size - chunk_start_ - pos_) / per_row * 1.125;
+  if (limit > 0) expected = std::min(expected, static_cast<double>(limit));
+  return static_cast<size_t>(std::min(expected, 1e9));
 }
 
 std::string printable(std::string_view text) {

@@ -38,6 +38,10 @@ class LineReader {
 
   // The number (1-based) of the line last read; 0 before the first.
   int32_t line_number() const { return line_number_; }
+  // How many rows the whole file holds, judging by the bytes that the `rows` read so far took
+  // (lines read since the header, say), plus an eighth; at most `limit` unless it is 0. For
+  // reserving room: a guess, never a bound.
+  size_t rows_expected(size_t rows, int64_t limit) const;
   const std::string& path() const { return path_; }
 
   // "PATH:LINE: message", at the line last read.
@@ -54,6 +58,8 @@ class LineReader {
   std::ifstream in_;
   std::vector<char> buf_;  // the file, a chunk at a time: buf_[pos_, end_) is not read yet
   size_t pos_ = 0, end_ = 0;
+  uint64_t chunk_start_ = 0;  // the file offset of buf_[0]
+  uint64_t start_ = 0;        // the offset of the line after the first (rows_expected)
   int32_t line_number_ = 0;
   Status status_ = Ok{};
 };

@@ -17,6 +17,10 @@ Result<std::optional<size_t>> optional_column(const CsvHeader& header, const std
   return std::optional<size_t>{found.value()};
 }
 
+// After this many rows, the rest of the file is judged by their bytes, and room reserved for it
+// (rather than the table moving as it doubles, every copy new pages to fault in).
+constexpr size_t kRowsBeforeReserving = 1024;
+
 }  // namespace
 
 Result<std::vector<RequestSpec>> read_csv_trace(const ReplayOptions& options) {
@@ -72,6 +76,7 @@ Result<std::vector<RequestSpec>> read_csv_trace(const ReplayOptions& options) {
                             std::to_string(it->second) + ")");
       }
     }
+    if (rows.size() == kRowsBeforeReserving) rows.reserve(reader.rows_expected(rows.size(), options.limit));
     RequestSpec& spec = rows.emplace_back();
     spec.id = std::move(id);
     spec.line = reader.line_number();
