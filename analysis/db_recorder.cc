@@ -143,7 +143,12 @@ void DbRecorder::write_row(sqlite3_stmt* stmt) {
                                      : "row");
   }
   sqlite3_reset(stmt);
-  if (++rows_in_transaction_ >= kRowsPerTransaction) commit();
+  if (++rows_in_transaction_ >= kRowsPerTransaction) {
+    commit();
+    // Copies what was just committed from the write-ahead log into the database file now, on the
+    // writer's thread, rather than all of it when the database closes, after the run.
+    (void)sqlite3_wal_checkpoint_v2(db_.handle(), nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+  }
 }
 
 void DbRecorder::write_bucket(int32_t replica, const Bucket& b) {
@@ -396,15 +401,18 @@ void DbRecorder::on_run_end(RunOutcome outcome, const std::string& error) {
   if (ended_) return;
   ended_ = true;
   // The metrics rows and the final status go in one transaction with the last rows, so a reader
-  // never sees a finished run without its metrics.
+  // never sees a finished run without its metrics. The metrics are computed while the writer
+  // writes the last rows.
+  if (chunk_.size() > 0) hand_over();
+  std::vector<QuantilePoint> quantiles;
+  final_metrics_ = metrics_.compute(&quantiles);
   drain();
+  if (!write_error_.empty()) final_metrics_.clear();  // the run failed: no metrics
   for (size_t r = 0; r < buckets_.size() && write_error_.empty(); ++r) {
     if (buckets_[r].index >= 0) write_bucket(static_cast<int32_t>(r), buckets_[r]);
   }
   if (write_error_.empty()) {
     begin();
-    std::vector<QuantilePoint> quantiles;
-    final_metrics_ = metrics_.compute(&quantiles);
     // Each row through one prepared statement; the first failure stops the table and is reported.
     const auto insert_all = [&](const char* sql, const char* table, const auto& rows, const auto& bind) {
       sqlite3_stmt* s = nullptr;

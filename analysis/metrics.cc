@@ -105,7 +105,7 @@ void add_distribution(std::vector<Metric>& out, std::vector<QuantilePoint>* quan
                       std::string_view name, std::vector<double> values, std::span<const double> percentiles) {
   if (values.empty()) return;
   std::vector<double> scratch;
-  radix_sort(values.data(), values.size(), scratch, double_order_key);
+  radix_sort(values.data(), values.size(), scratch, [](double v) { return double_order_key(v); });  // inlined
   auto at = [&](int64_t r) { return values[static_cast<size_t>(r)]; };
   auto sum_sq_dev = [&](double mean) {
     double s = 0;
@@ -422,7 +422,11 @@ std::vector<Metric> MetricsAccumulator::compute(std::vector<QuantilePoint>* quan
   }
   // In a fixed order: the trend's sums must not depend on the order requests settled in.
   std::vector<std::pair<double, double>> outstanding = outstanding_;
-  std::sort(outstanding.begin(), outstanding.end());
+  {  // sorted as std::sort would (by due, then finish): by finish, then stably by due
+    std::vector<std::pair<double, double>> scratch;
+    radix_sort(outstanding.data(), outstanding.size(), scratch, [](const auto& p) { return double_order_key(p.second); });
+    radix_sort(outstanding.data(), outstanding.size(), scratch, [](const auto& p) { return double_order_key(p.first); });
+  }
   const BacklogTrend trend = backlog_trend(outstanding);
   if (trend.known) {
     out.push_back({"overloaded", trend.overloaded ? 1.0 : 0.0});
