@@ -125,7 +125,7 @@ class Simulator {
   Simulator(const SimOptions& options, std::vector<std::unique_ptr<Policy>> policies,
             std::vector<std::unique_ptr<Backend>> backends, std::vector<Recorder*> recorders);
   void init_request(Request& r, const RequestSpec& spec, int32_t index, int32_t slot) const;
-  // The independent arrivals, from the workload or the stream.
+  // The independent arrivals, from the workload or the stream (sim/arrivals.cc).
   bool has_next_arrival() const;
   Time next_arrival_time() const;  // REQUIRES: has_next_arrival()
   Time arrival_after(size_t m);    // of the m-th next (0: the next); kNever when there is none
