@@ -53,10 +53,12 @@ class ReplicaView {
   // step (each has computed all but its newest token, and they emitted that token together), each
   // computing its next token, exactly as a loop over them would one by one when none needs a
   // preemption. Allocates their next KV slots, adds them to `batch` (Batch::group) and returns how
-  // many they are; the policy goes on from running()[that many]. Returns 0, doing nothing, when
-  // the group is empty or larger than `max`, when some of their next KV blocks are not free (the
-  // policy then preempts one by one), or when this run lists every item (a backend or recorder
-  // that needs them, or leap = false). Costs what the members' KV blocks cost, not an item each.
+  // many they are; the policy goes on from running()[that many]. When some member finds no free
+  // KV block for its next token, the group is the members before it, which allocate as they would
+  // one by one; the policy goes on from that member (and preempts for it). Returns 0, doing
+  // nothing, when the group is empty or larger than `max`, when its first member finds no free
+  // block, or when this run lists every item (a backend or recorder that needs them, or leap =
+  // false). Costs what the members' KV blocks cost, not an item each.
   // A policy may drop the group again (Batch::clear) but must not then schedule its members one
   // by one in the same batch. REQUIRES: batch is empty.
   virtual int32_t schedule_decode_group(Batch& batch, int64_t max) = 0;

@@ -145,6 +145,7 @@ class Replica final : public ReplicaView {
   // The decode group's members in and out; forget_group() empties it.
   void join_group(Sequence* seq);
   void leave_group(const Sequence* seq);
+  void leave_group_from(uint64_t ticket);  // every member that joined with this ticket or later
   void forget_group();
   // Members are filed by (num_computed - group_steps_) mod block size, which stays the same as
   // they decode in step: the bucket opens_at_ holds those whose next token opens a block.

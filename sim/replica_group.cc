@@ -73,6 +73,18 @@ void Replica::leave_group(const Sequence* seq) {
   --group_size_;  // group_min_left_ stays a lower bound
 }
 
+void Replica::leave_group_from(uint64_t ticket) {
+  // The members from `ticket` on are running_[k, group_size_) for some k: the group's tail.
+  for (std::vector<Member>& bucket : buckets_) {
+    std::erase_if(bucket, [&](const Member& m) {
+      if (m.ticket < ticket) return false;
+      group_context_ -= m.seq->num_computed;
+      --group_size_;
+      return true;
+    });
+  }
+}
+
 void Replica::forget_group() {
   for (auto& bucket : buckets_) bucket.clear();
   group_size_ = 0;
@@ -117,11 +129,28 @@ int32_t Replica::schedule_decode_group(Batch& batch, int64_t max) {
   for (const Member& m : buckets_[opens_at_]) {
     if (m.seq->num_computed + 1 > static_cast<int64_t>(m.seq->block_table.size()) * bs) ++need;
   }
-  if (need > kv_.num_free()) return 0;  // some member would preempt: the policy goes one by one
   touched_members(opens_at_);
-  for (const Member& m : touched_) {
-    [[maybe_unused]] const bool ok = kv_.allocate(*m.seq, int64_t{m.seq->num_computed} + 1);
-    assert(ok);
+  if (need > kv_.num_free()) {
+    // Some member finds no free block (the policy then preempts): the members before it in
+    // running order allocate as they would one by one, and are the group; it and those after
+    // leave the group, for the policy to go on from, one by one.
+    uint64_t stop = std::numeric_limits<uint64_t>::max();
+    for (const Member& m : touched_) {
+      if (m.seq->num_computed + 1 > static_cast<int64_t>(m.seq->block_table.size()) * bs && kv_.num_free() < 1) {
+        stop = m.ticket;
+        break;
+      }
+      [[maybe_unused]] const bool ok = kv_.allocate(*m.seq, int64_t{m.seq->num_computed} + 1);
+      assert(ok);
+    }
+    assert(stop != std::numeric_limits<uint64_t>::max());
+    leave_group_from(stop);
+    if (group_size_ == 0) return 0;
+  } else {
+    for (const Member& m : touched_) {
+      [[maybe_unused]] const bool ok = kv_.allocate(*m.seq, int64_t{m.seq->num_computed} + 1);
+      assert(ok);
+    }
   }
   batch.group = static_cast<int32_t>(group_size_);
   batch.group_context = group_context_;

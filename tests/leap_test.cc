@@ -108,7 +108,7 @@ class Leap : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Leap, GivesExactlyTheResultsOfSteppingEveryIteration) {
   const PolicyInfo& policy = *find_policy(GetParam()).value();
-  int64_t leapt = 0, iterations = 0, beside_prefills = 0, past_arrivals = 0;
+  int64_t leapt = 0, iterations = 0, beside_prefills = 0, past_arrivals = 0, beside_preemptions = 0;
   const std::vector<std::vector<RequestSpec>> all = workloads();
   for (size_t w = 0; w < all.size(); ++w) {
     for (const std::string& opts : variants(GetParam())) {
@@ -130,6 +130,7 @@ TEST_P(Leap, GivesExactlyTheResultsOfSteppingEveryIteration) {
         for (const IterationRecord& it : stepped.iterations) ASSERT_EQ(it.grouped, 0);
         for (const IterationRecord& it : leaping.iterations) {
           if (it.grouped > 0 && it.prefill_tokens > 0) ++beside_prefills;
+          if (it.grouped > 0 && it.preempted > 0) ++beside_preemptions;
         }
 
         ASSERT_EQ(leaping.requests, stepped.requests);
@@ -153,10 +154,14 @@ TEST_P(Leap, GivesExactlyTheResultsOfSteppingEveryIteration) {
     EXPECT_EQ(leapt, 0);
     EXPECT_EQ(beside_prefills, 0);
     EXPECT_EQ(past_arrivals, 0);
+    EXPECT_EQ(beside_preemptions, 0);
   } else {
     EXPECT_GT(leapt, iterations / 10) << "of " << iterations;
     EXPECT_GT(beside_prefills, iterations / 100) << "of " << iterations;
     EXPECT_GT(past_arrivals, 0);  // behind a blocked head (Policy::decode_batch_ignores_arrivals)
+    // The members before the first that finds no free block stay a group while the policy
+    // preempts for the rest (schedule_decode_group).
+    EXPECT_GT(beside_preemptions, 0);
   }
 }
 
