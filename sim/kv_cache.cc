@@ -195,7 +195,13 @@ bool BlockManager::allocate_blocks(Sequence& seq, int64_t num_tokens, int32_t nu
   // Fresh blocks for the rest: freed blocks without a hash first, taken together (a prompt takes
   // many) in the order take_block would pop them, then the others one by one.
   const int64_t want = blocks_for(num_tokens) - static_cast<int64_t>(seq.block_table.size());
-  if (want > 0 && !spare_.empty()) {
+  if (want == 1 && !spare_.empty()) {  // a decode's next block: the same, without the bulk's moves
+    const int32_t id = spare_.back();
+    spare_.pop_back();
+    if (!plain_) ref_[static_cast<size_t>(id)] = 1;
+    ++used_;
+    seq.block_table.push_back(id);
+  } else if (want > 0 && !spare_.empty()) {
     const auto bulk = static_cast<std::ptrdiff_t>(std::min<int64_t>(want, static_cast<int64_t>(spare_.size())));
     const size_t from = seq.block_table.size();
     seq.block_table.insert(seq.block_table.end(), spare_.end() - bulk, spare_.end());
