@@ -15,6 +15,10 @@ using GapRun = TokenGaps::Run;
 
 // The runs are merged when they have grown past twice those merged plus this.
 constexpr size_t kMergeSlack = 4096;
+// Up to this many runs (16 MiB), a merge leaves room for the runs that will come before the next
+// one, and its scratch is kept for the next: no memory is faulted in again. Past it, memory comes
+// first: the runs take what they hold, and the scratch is given back.
+constexpr size_t kRoomyRuns = size_t{1} << 20;
 
 // runs[0, sorted) holds one run per distinct gap, in order; sorts the rest and merges it in.
 void merge_runs(std::vector<GapRun>& runs, size_t sorted, std::vector<GapRun>& scratch) {
@@ -22,7 +26,7 @@ void merge_runs(std::vector<GapRun>& runs, size_t sorted, std::vector<GapRun>& s
              [](const GapRun& r) { return static_cast<uint64_t>(r.first); });
   scratch.clear();
   // Room for the runs added until the next merge (TokenGaps::add), so that they move no more.
-  scratch.reserve(2 * runs.size() + kMergeSlack + 1);
+  scratch.reserve(runs.size() <= kRoomyRuns ? 2 * runs.size() + kMergeSlack + 1 : runs.size());
   size_t i = 0, j = sorted;
   while (i < sorted || j < runs.size()) {
     const GapRun& next = j == runs.size() || (i < sorted && runs[i].first <= runs[j].first) ? runs[i++] : runs[j++];
@@ -129,6 +133,7 @@ std::span<const TokenGaps::Run> TokenGaps::runs() {
 void TokenGaps::merge() {
   merge_runs(runs_, merged_, merge_scratch_);  // the runs' old buffer is the next merge's scratch
   merged_ = runs_.size();
+  if (merge_scratch_.capacity() > kRoomyRuns) std::vector<Run>().swap(merge_scratch_);
 }
 
 }  // namespace servesim

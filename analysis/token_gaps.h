@@ -47,7 +47,7 @@ class TokenGaps {
   std::vector<Table> tables_;
   size_t table_entries_ = 0;
   std::vector<Time> scratch_;  // a run's gaps, when added one by one
-  std::vector<Run> merge_scratch_;  // kept, so that a merge faults in no new memory
+  std::vector<Run> merge_scratch_;  // kept while small, so that a merge faults in no new memory
 };
 
 }  // namespace servesim
