@@ -121,36 +121,22 @@ int32_t Replica::schedule_decode_group(Batch& batch, int64_t max) {
   }
   if (group_size_ == 0 || static_cast<int64_t>(group_size_) > max) return 0;
 
-  // As the policy would one by one: each member allocates room for its next token. That takes a
-  // block when the token opens one; with prefix caching it also registers the block the token
-  // fills. For every other member the allocation changes nothing.
+  // As the policy would one by one, in running order: each member allocates room for its next
+  // token. That takes a block when the token opens one; with prefix caching it also registers the
+  // block the token fills. For every other member the allocation changes nothing. A member that
+  // finds no free block (the policy then preempts) leaves the group with those after it, for the
+  // policy to go on from, one by one; the members before it are the group.
   const int64_t bs = kv_.block_size();
-  int64_t need = 0;
-  for (const Member& m : buckets_[opens_at_]) {
-    if (m.seq->num_computed + 1 > static_cast<int64_t>(m.seq->block_table.size()) * bs) ++need;
-  }
   touched_members(opens_at_);
-  if (need > kv_.num_free()) {
-    // Some member finds no free block (the policy then preempts): the members before it in
-    // running order allocate as they would one by one, and are the group; it and those after
-    // leave the group, for the policy to go on from, one by one.
-    uint64_t stop = std::numeric_limits<uint64_t>::max();
-    for (const Member& m : touched_) {
-      if (m.seq->num_computed + 1 > static_cast<int64_t>(m.seq->block_table.size()) * bs && kv_.num_free() < 1) {
-        stop = m.ticket;
-        break;
-      }
-      [[maybe_unused]] const bool ok = kv_.allocate(*m.seq, int64_t{m.seq->num_computed} + 1);
-      assert(ok);
+  for (const Member& m : touched_) {
+    const bool opens = m.seq->num_computed + 1 > static_cast<int64_t>(m.seq->block_table.size()) * bs;
+    if (opens && kv_.num_free() < 1) {
+      leave_group_from(m.ticket);
+      if (group_size_ == 0) return 0;
+      break;
     }
-    assert(stop != std::numeric_limits<uint64_t>::max());
-    leave_group_from(stop);
-    if (group_size_ == 0) return 0;
-  } else {
-    for (const Member& m : touched_) {
-      [[maybe_unused]] const bool ok = kv_.allocate(*m.seq, int64_t{m.seq->num_computed} + 1);
-      assert(ok);
-    }
+    [[maybe_unused]] const bool ok = kv_.allocate(*m.seq, int64_t{m.seq->num_computed} + 1);
+    assert(ok);
   }
   batch.group = static_cast<int32_t>(group_size_);
   batch.group_context = group_context_;
