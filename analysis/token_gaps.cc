@@ -52,34 +52,6 @@ void TokenGaps::add(Time gap, int64_t n) {
   if (runs_.size() > 2 * merged_ + kMergeSlack) merge();
 }
 
-void TokenGaps::add_each(std::span<const Time> gaps, int64_t n) {
-  // A leap's gaps ascend, mostly: find each in the merged runs by galloping on from where the last
-  // one was (probes 1, 2, 4, ... ahead, then bisection between the last two).
-  size_t at = 0;  // no merged run before it is below the last gap
-  Time last = -1;
-  for (const Time gap : gaps) {
-    if (gap < last) at = 0;  // not ascending here
-    last = gap;
-    size_t lo = at, step = 1;
-    while (lo + step < merged_ && runs_[lo + step].first < gap) {
-      lo += step;
-      step *= 2;
-    }
-    // runs_[lo] may be below gap; runs_[min(lo + step, merged_)] is not (or is the end).
-    const auto first = runs_.begin() + static_cast<std::ptrdiff_t>(lo);
-    const auto limit = runs_.begin() + static_cast<std::ptrdiff_t>(std::min(lo + step, merged_));
-    at = static_cast<size_t>(std::partition_point(first, limit, [gap](const Run& r) { return r.first < gap; }) -
-                             runs_.begin());
-    if (at < merged_ && runs_[at].first == gap) {
-      runs_[at].second += n;
-      continue;
-    }
-    const size_t before = merged_;
-    add(gap, n);
-    if (merged_ != before) at = 0;  // merged: the runs moved
-  }
-}
-
 void TokenGaps::add_decode_run(const DecodeDurations& d, int64_t iterations, int64_t n) {
   if (iterations <= 0 || n == 0) return;
   const auto alike = [&d](const Table& t) {
@@ -97,9 +69,8 @@ void TokenGaps::add_decode_run(const DecodeDurations& d, int64_t iterations, int
   const auto need = static_cast<size_t>(end) + 1;
   if (!fits || table == tables_.end() ||
       (need > table->changes.size() && table_entries_ + need - table->changes.size() > kMaxTableEntries)) {
-    scratch_.resize(static_cast<size_t>(iterations));
-    DecodeDurationCursor(d).fill(scratch_);
-    add_each(scratch_, n);
+    DecodeDurationCursor gaps(d);
+    for (int64_t j = 0; j < iterations; ++j) add(gaps.next(), n);
     return;
   }
   if (need > table->changes.size()) {

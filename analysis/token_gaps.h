@@ -18,9 +18,6 @@ class TokenGaps {
   using Run = std::pair<Time, int64_t>;  // a gap (>= 0) and how many tokens came after it
 
   void add(Time gap, int64_t n);
-  // add(gap, n) for each gap, faster when they ascend (a leap's steps): a gap seen before is found
-  // by galloping from where the last one was.
-  void add_each(std::span<const Time> gaps, int64_t n);
   // add(d.at(j), n) for j in [0, iterations), in O(1) mostly: a run's gaps are a function of the
   // decodes' contexts' sum, which grows by d.count an iteration, and the runs priced alike (the
   // same rest, attention and count: one table per kind of batch) share one table of counts by
@@ -46,7 +43,6 @@ class TokenGaps {
   };
   std::vector<Table> tables_;
   size_t table_entries_ = 0;
-  std::vector<Time> scratch_;  // a run's gaps, when added one by one
   std::vector<Run> merge_scratch_;  // kept while small, so that a merge faults in no new memory
 };
 
