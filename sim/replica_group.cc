@@ -283,12 +283,15 @@ void Replica::finish_leap(Time now) {
   waiting.assign(1, {0, record_.waiting});
   if (!leap_arrivals_.empty()) {
     DecodeDurationCursor duration(leapt);
-    Time start = first_end_;
+    Time start = first_end_;  // iteration i's
+    int64_t i = 0;
     size_t arrived = 0;
-    for (int64_t i = 0; i < leap_count_ && arrived < leap_arrivals_.size(); ++i) {
+    while (arrived < leap_arrivals_.size()) {
+      // On to the first iteration starting at or after the next arrival; the count changes there.
+      for (const Time at = leap_arrivals_[arrived]; i < leap_count_ && start < at; ++i) start += duration.next();
+      if (i == leap_count_) break;
       while (arrived < leap_arrivals_.size() && leap_arrivals_[arrived] <= start) ++arrived;
       note_change(waiting, i, record_.waiting + static_cast<int32_t>(arrived));
-      start += duration.next();
     }
   }
   arrivals_leapt_past_ += static_cast<int64_t>(leap_arrivals_.size());
