@@ -189,7 +189,6 @@ void DbRecorder::on_decode_steps(const DecodeSteps& steps) {
   // As add_to_bucket for each iteration: the KV use and the queue are the same in a range, so
   // each range adds to each bucket it reaches once.
   Time at = steps.start;
-  DecodeDurationCursor duration(steps.durations);
   Bucket* b = &bucket_for(steps.replica, at);
   int64_t j = 0;
   for (const DecodeSteps::Range& range : steps.ranges) {
@@ -201,6 +200,16 @@ void DbRecorder::on_decode_steps(const DecodeSteps& steps) {
       n = 0;
       busy = 0;
     };
+    if (at >= b->end) b = &bucket_for(steps.replica, at);
+    if (at + range.busy < b->end) {  // every iteration of the range starts in *b
+      n = range.end - j;
+      busy = range.busy;
+      add();
+      at += range.busy;
+      j = range.end;
+      continue;
+    }
+    DecodeDurationCursor duration(steps.durations.shifted(j));
     for (; j < range.end; ++j) {
       const Time d = duration.next();
       if (at >= b->end) {  // a new bucket

@@ -222,18 +222,14 @@ void MetricsAccumulator::on_iteration(const IterationRecord& it, std::span<const
 }
 
 void MetricsAccumulator::on_decode_steps(const DecodeSteps& steps) {
-  // As count_iteration for each step, summed first: durations in 64 bits (a leap is shorter than
-  // the 10^9 s horizon), blocks x durations in 128.
+  // As count_iteration for each step, summed by range first: durations in 64 bits (a leap is
+  // shorter than the 10^9 s horizon), blocks x durations in 128.
   const auto n = static_cast<size_t>(steps.count);
-  DecodeDurationCursor duration(steps.durations);
   Time ns = 0;
   Wide used_ns = 0;
-  int64_t j = 0;
   for (const DecodeSteps::Range& range : steps.ranges) {
-    Time range_ns = 0;
-    for (; j < range.end; ++j) range_ns += duration.next();
-    ns += range_ns;
-    used_ns += static_cast<Wide>(range.kv_blocks_used) * range_ns;
+    ns += range.busy;
+    used_ns += static_cast<Wide>(range.kv_blocks_used) * range.busy;
   }
   gaps_.add_decode_run(steps.durations, steps.count, steps.num_seqs);
   iterations_ += static_cast<int64_t>(n);

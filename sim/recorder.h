@@ -46,6 +46,7 @@ struct DecodeSteps {
     int64_t end = 0;  // iterations [the previous range's end (0 for the first), end)
     int64_t kv_blocks_used = 0;
     int32_t waiting = 0;
+    Time busy = 0;  // ns: its iterations' durations, summed
   };
   int32_t replica = 0;
   int64_t first_step = 0;

@@ -210,9 +210,16 @@ class Replica final : public ReplicaView {
   Time first_end_ = 0;                       // end of the first iteration of the leap in flight
   DecodeDurations leap_run_;                 // the run's durations, from its first iteration on
   int64_t leap_count_ = 0;                   // iterations leapt after the first
-  // Where the KV blocks used change during the leap: (iteration after the first, blocks used).
-  std::vector<std::pair<int64_t, int64_t>> leap_kv_changes_;
-  std::vector<std::pair<int64_t, int32_t>> leap_waiting_changes_;  // the same for the requests waiting
+  // Where a value changes during a leap: from `iteration` (after the first) on, starting `at`.
+  template <typename V>
+  struct LeapChange {
+    int64_t iteration;
+    V value;
+    Time at;
+  };
+  Time leap_end_ = 0;  // the end of the leap's last iteration
+  std::vector<LeapChange<int64_t>> leap_kv_changes_;         // the KV blocks used
+  std::vector<LeapChange<int32_t>> leap_waiting_changes_;  // the requests waiting
   std::vector<DecodeSteps::Range> leap_ranges_;
   std::vector<uint8_t> touches_;             // leap()'s, by bucket
   std::vector<int64_t> plain_;

@@ -13,28 +13,33 @@
 namespace servesim {
 namespace {
 
-// From iteration i of a leap on, the value is v: a change noted at i is replaced, and a new one
-// noted where v differs from the last.
-template <typename V>
-void note_change(std::vector<std::pair<int64_t, V>>& changes, int64_t i, V v) {
-  if (changes.back().first == i) {
-    changes.back().second = v;
-  } else if (changes.back().second != v) {
-    changes.emplace_back(i, v);
+// From iteration i of a leap on (starting at t), the value is v: a change noted at i is replaced,
+// and a new one noted where v differs from the last.
+template <typename Change, typename V>
+void note_change(std::vector<Change>& changes, int64_t i, V v, Time t) {
+  if (changes.back().iteration == i) {
+    changes.back().value = v;
+  } else if (changes.back().value != v) {
+    changes.push_back({i, v, t});
   }
 }
 
-// The ranges of a leap's `count` iterations between the changes of the KV use and of the queue.
-void leap_ranges(std::span<const std::pair<int64_t, int64_t>> kv, std::span<const std::pair<int64_t, int32_t>> waiting,
-                 int64_t count, std::vector<DecodeSteps::Range>& out) {
+// The ranges of a leap's `count` iterations, ending at `end_at`, between the changes of the KV
+// use and of the queue.
+template <typename KvChange, typename WaitingChange>
+void leap_ranges(std::span<const KvChange> kv, std::span<const WaitingChange> waiting, int64_t count, Time end_at,
+                 std::vector<DecodeSteps::Range>& out) {
   out.clear();
   size_t k = 0, w = 0;
+  Time at = kv[0].at;
   while (true) {
-    const int64_t next_k = k + 1 < kv.size() ? kv[k + 1].first : count;
-    const int64_t next_w = w + 1 < waiting.size() ? waiting[w + 1].first : count;
+    const int64_t next_k = k + 1 < kv.size() ? kv[k + 1].iteration : count;
+    const int64_t next_w = w + 1 < waiting.size() ? waiting[w + 1].iteration : count;
     const int64_t end = std::min(next_k, next_w);
-    out.push_back({end, kv[k].second, waiting[w].second});
+    const Time next_at = end == count ? end_at : next_k == end ? kv[k + 1].at : waiting[w + 1].at;
+    out.push_back({end, kv[k].value, waiting[w].value, next_at - at});
     if (end == count) return;
+    at = next_at;
     if (next_k == end) ++k;
     if (next_w == end) ++w;
   }
@@ -207,7 +212,7 @@ Time Replica::leap(Time horizon) {
   // before the last iteration of the leap.
   const int64_t steps = group_min_left_;
   const int32_t bs = kv_.block_size();
-  leap_kv_changes_.assign(1, {0, kv_.num_used()});
+  leap_kv_changes_.assign(1, {0, kv_.num_used(), t});
   // As the policy would at the start of iteration j, every member allocates room for its token
   // c + j + 1 (c: its context in iteration 0). That takes a block when token c + j starts one, for
   // the members whose bucket is j below opens_at_; with prefix caching it also registers the block
@@ -259,11 +264,12 @@ Time Replica::leap(Time horizon) {
       [[maybe_unused]] const bool ok = kv_.allocate(*m.seq, m.seq->num_computed + j + 1);
       assert(ok);
     }
-    note_change(leap_kv_changes_, j - 1, kv_.num_used());
+    note_change(leap_kv_changes_, j - 1, kv_.num_used(), t);
     t = end;
     ++j;
   }
   leap_count_ = j - 1;
+  leap_end_ = t;
   leapt_ += leap_count_;
   return t;
 }
@@ -279,8 +285,8 @@ void Replica::finish_leap(Time now) {
   // Requests that arrived during the leap wait from the first iteration starting at or after
   // their arrival (arrivals at an instant are queued before the iteration starting then is formed):
   // where the waiting count changes, (iteration, waiting).
-  std::vector<std::pair<int64_t, int32_t>>& waiting = leap_waiting_changes_;
-  waiting.assign(1, {0, record_.waiting});
+  std::vector<LeapChange<int32_t>>& waiting = leap_waiting_changes_;
+  waiting.assign(1, {0, record_.waiting, first_end_});
   if (!leap_arrivals_.empty()) {
     DecodeDurationCursor duration(leapt);
     Time start = first_end_;  // iteration i's
@@ -291,12 +297,14 @@ void Replica::finish_leap(Time now) {
       for (const Time at = leap_arrivals_[arrived]; i < leap_count_ && start < at; ++i) start += duration.next();
       if (i == leap_count_) break;
       while (arrived < leap_arrivals_.size() && leap_arrivals_[arrived] <= start) ++arrived;
-      note_change(waiting, i, record_.waiting + static_cast<int32_t>(arrived));
+      note_change(waiting, i, record_.waiting + static_cast<int32_t>(arrived), start);
     }
   }
   arrivals_leapt_past_ += static_cast<int64_t>(leap_arrivals_.size());
   leap_arrivals_.clear();
-  leap_ranges(leap_kv_changes_, waiting, leap_count_, leap_ranges_);
+  assert(now == leap_end_);
+  leap_ranges<LeapChange<int64_t>, LeapChange<int32_t>>(leap_kv_changes_, waiting, leap_count_, leap_end_,
+                                                        leap_ranges_);
   const DecodeSteps steps{id_, step_ + 1, first_end_, leap_count_, leapt, leap_ranges_,
                           record_.kv_blocks_total, record_.num_seqs, record_.predicted >= 0};
   for (Recorder* rec : recorders_) rec->on_decode_steps(steps);
