@@ -215,6 +215,39 @@ TEST(MetricsAccumulator, SelectedPercentilesEqualSortedOnes) {
   }
 }
 
+// The backlog metrics, whether the test runs on this thread (few requests) or on a thread of its
+// own beside the percentiles (from 2^14 requests), are backlog_trend's over the sorted intervals,
+// whatever order the requests settled in.
+TEST(MetricsAccumulator, BacklogMetricsAreTheTrendOfTheSortedIntervals) {
+  for (int n : {500, 20'000}) {
+    MetricsAccumulator acc({});
+    std::deque<RequestSpec> specs;
+    std::vector<std::pair<double, double>> intervals;
+    uint64_t x = 2463534242ULL + static_cast<uint64_t>(n);
+    for (int i = 0; i < n; ++i) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      specs.push_back({"r" + std::to_string(i), 0, 1, 1, 0, 0});
+      Request r;
+      r.spec = &specs.back();
+      r.status = RequestStatus::kDone;
+      r.replica = 0;
+      r.arrival = r.scheduled = static_cast<Time>(n - i) * 1'000'000;  // settled latest first
+      // Served at half the arrival rate: the backlog grows.
+      r.first_token = r.finished = static_cast<Time>(n) * 1'000'000 + r.arrival + static_cast<Time>(x % 1000);
+      r.num_output = 1;
+      acc.on_request(r);
+      intervals.emplace_back(to_seconds(r.arrival), to_seconds(r.finished));
+    }
+    std::sort(intervals.begin(), intervals.end());
+    const BacklogTrend want = backlog_trend(intervals);
+    ASSERT_TRUE(want.known);
+    const auto m = by_name(acc.compute(nullptr));
+    EXPECT_EQ(m.at("overloaded"), want.overloaded ? 1.0 : 0.0) << n;
+    EXPECT_EQ(m.at("backlog_growth"), want.growth) << n;
+    EXPECT_EQ(m.at("backlog_growth_share"), want.share()) << n;
+  }
+}
+
 TEST(PercentileSuffix, NamesAsVllmDoes) {
   EXPECT_EQ(percentile_suffix(99), "_p99");
   EXPECT_EQ(percentile_suffix(50.0), "_p50");
