@@ -17,7 +17,7 @@ namespace {
 // The backlog test runs on a thread of its own, beside the percentiles, for runs of this many
 // requests (below: not worth a thread; above: its copy, 16 bytes a request, comes after them).
 constexpr size_t kBacklogBesideMin = size_t{1} << 14;
-constexpr size_t kBacklogBesideMax = size_t{1} << 20;
+constexpr size_t kBacklogBesideMax = size_t{1} << 18;
 
 // clang-format off
 constexpr auto kLatencies = std::to_array<std::string_view>({"ttft", "tpot", "itl", "e2el", "queue"});
