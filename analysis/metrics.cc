@@ -64,34 +64,6 @@ double exact_mean(std::span<const double> values) {
   return std::ldexp(static_cast<double>(sum), -64) / static_cast<double>(values.size());
 }
 
-// The value at ascending ranks of a sorted sample held as runs (value, count): walks forward,
-// and from the start again when asked for a lower rank.
-template <typename Run, typename Value, typename Count>
-class RunCursor {
- public:
-  RunCursor(std::span<const Run> runs, Value value, Count count) : runs_(runs), value_(value), count_(count) {}
-  double operator()(int64_t rank) {
-    if (rank < begin_) i_ = 0, begin_ = 0;
-    while (begin_ + count_(runs_[i_]) <= rank) begin_ += count_(runs_[i_++]);
-    return value_(runs_[i_]);
-  }
-
- private:
-  std::span<const Run> runs_;
-  Value value_;
-  Count count_;
-  size_t i_ = 0;
-  int64_t begin_ = 0;  // the rank of runs_[i_]'s first value
-};
-
-// numpy's percentile (linear) of a sorted sample of n values, the value at rank r being at(r).
-template <typename At>
-double percentile_of(int64_t n, double p, At& at) {
-  const PercentileRanks v = percentile_ranks(n, p);
-  const double a = at(v.lo);
-  return percentile_interpolate(a, v.hi == v.lo ? a : at(v.hi), v.gamma);
-}
-
 // Appends name_mean, name_std (numpy's, ddof 0) and each name_pX of a sorted sample of n values
 // (at(r): the value at rank r; sum_sq_dev(mean): the sum of squared deviations), and the
 // quantile grid's points when asked.
@@ -124,39 +96,6 @@ void add_distribution(std::vector<Metric>& out, std::vector<QuantilePoint>* quan
 }
 
 }  // namespace
-
-double percentile_interpolate(double a, double b, double gamma) {
-  const double diff = b - a;
-  return gamma >= 0.5 ? b - diff * (1 - gamma) : a + diff * gamma;
-}
-
-PercentileRanks percentile_ranks(int64_t n, double p) {
-  // numpy's virtual index for method="linear": (n - 1) * p / 100, split into floor and fraction.
-  const double index = static_cast<double>(n - 1) * (p / 100.0);
-  const double lo = std::floor(index);
-  if (lo >= static_cast<double>(n - 1)) return {n - 1, n - 1, index - lo};
-  if (lo < 0) return {0, 0, 0};
-  const auto lo_i = static_cast<int64_t>(lo);
-  return {lo_i, lo_i + 1, index - lo};
-}
-
-double percentile(std::span<const double> sorted, double p) {
-  assert(!sorted.empty() && p >= 0 && p <= 100);
-  const PercentileRanks v = percentile_ranks(static_cast<int64_t>(sorted.size()), p);
-  return percentile_interpolate(sorted[v.lo], sorted[v.hi], v.gamma);
-}
-
-namespace {
-
-}  // namespace
-
-double weighted_percentile(std::span<const WeightedValue> runs, double p) {
-  assert(!runs.empty() && p >= 0 && p <= 100);
-  int64_t n = 0;
-  for (const WeightedValue& r : runs) n += r.count;
-  RunCursor at(runs, [](const WeightedValue& r) { return r.value; }, [](const WeightedValue& r) { return r.count; });
-  return percentile_of(n, p, at);
-}
 
 std::span<const std::string_view> metric_names() { return names(); }
 
@@ -297,43 +236,6 @@ void MetricsAccumulator::on_request(const Request& r) {
       (options_.slo_e2el <= 0 || e2el <= options_.slo_e2el)) {
     ++good_;
   }
-}
-
-BacklogTrend backlog_trend(std::span<const std::pair<double, double>> intervals) {
-  BacklogTrend t;
-  if (static_cast<int64_t>(intervals.size()) < kOverloadMinRequests) return t;
-  double first = std::numeric_limits<double>::infinity(), last = -first;
-  for (const auto& [due, fin] : intervals) {
-    first = std::min(first, due);
-    last = std::max(last, due);
-  }
-  if (!(last > first)) return t;
-  t.known = true;
-  t.growth = -std::numeric_limits<double>::infinity();
-  const double length = (last - first) / 4;
-  for (int q = 2; q <= 4; ++q) {
-    const double lo = first + length * (q - 1), hi = q == 4 ? last : first + length * q;
-    // Least-squares slope of N(t) on [lo, hi]: the integral of (t - c) N(t) over the integral of
-    // (t - c)^2, which is length^3 / 12; each request adds the integral over its own interval.
-    const double c = (lo + hi) / 2, len = hi - lo;
-    double moment = 0, arrivals = 0;
-    for (const auto& [due, fin] : intervals) {
-      if (due > lo && due <= hi) arrivals += 1;
-      const double a = std::max(due, lo), b = std::min(fin, hi);
-      if (b > a) moment += ((b - c) * (b - c) - (a - c) * (a - c)) / 2;
-    }
-    const double growth = moment / (len * len * len / 12) * len;
-    const bool over = growth >= kOverloadGrowthShare * arrivals && growth >= kOverloadMinGrowth;
-    // Report the overloaded quarter with the largest share, else the largest growth.
-    const bool take = over ? (!t.overloaded || growth / arrivals > t.share()) : (!t.overloaded && growth > t.growth);
-    if (take) {
-      t.growth = growth;
-      t.arrivals = arrivals;
-      t.quarter = q;
-    }
-    t.overloaded = t.overloaded || over;
-  }
-  return t;
 }
 
 void MetricsAccumulator::on_transfer(const TransferRecord& t) {

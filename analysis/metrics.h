@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "sim/batch.h"
+#include "analysis/backlog.h"
+#include "analysis/percentiles.h"
 #include "analysis/token_gaps.h"
 #include "sim/recorder.h"
 #include "sim/request.h"
@@ -87,61 +89,7 @@ struct QuantilePoint {
 // 0, 0.01, ..., 1 and the tail 0.991 ... 0.999, 0.9995, 0.9999, ascending.
 std::span<const double> quantile_grid();
 
-// The overload test: is the deployment falling behind its arrivals? The number of requests
-// outstanding (due to be sent and not yet finished) is followed over the span of due times, cut
-// into four quarters. In each of the last three (the first holds the warm-up, while the system
-// fills to its working level) the outstanding count is fitted by least squares against time; the
-// fit's rise across the quarter is the backlog's growth there. The run is overloaded when in some
-// quarter the backlog grows by at least 10 % of the requests that arrived in it, and by at least 8
-// requests: completions fell at least 10 % behind arrivals for a quarter of the run. A stable
-// system's backlog keeps its level (a growth near 0, either sign); an overloaded one's grows by
-// (arrival rate - service rate) x the quarter's length. Arrival bursts that a deployment cannot
-// absorb (a trace's busy hour) count: its latencies are set by that growing queue. Runs with fewer
-// than 80 requests, or whose requests all arrive at one instant, are not judged.
-inline constexpr double kOverloadGrowthShare = 0.10;
-inline constexpr double kOverloadMinGrowth = 8;
-inline constexpr int64_t kOverloadMinRequests = 80;
 
-struct BacklogTrend {
-  bool known = false;     // enough requests over a span of time to judge
-  double growth = 0;      // requests: the largest quarter's fitted rise (of quarters 2-4)
-  double arrivals = 0;    // requests that arrived in that quarter
-  int quarter = 0;        // 2, 3 or 4
-  double share() const { return arrivals > 0 ? growth / arrivals : 0; }
-  bool overloaded = false;
-};
-
-// The trend of outstanding requests from (due, finished) times in seconds (finished = inf for a
-// request that never finished), as described above.
-BacklogTrend backlog_trend(std::span<const std::pair<double, double>> intervals);
-
-// Percentile of sorted values by linear interpolation, as numpy's default (method="linear").
-// REQUIRES: !sorted.empty(), 0 <= p <= 100, sorted is in ascending order.
-double percentile(std::span<const double> sorted, double p);
-
-// Where numpy's linear percentile p of a sorted sample of n values falls: between the values at
-// ranks lo and hi (hi = lo or lo + 1), weight gamma on hi's. percentile() is
-// percentile_interpolate(sorted[lo], sorted[hi], gamma); a sample held otherwise (counts of
-// repeated values, as a bootstrap resample) needs only the values at those two ranks.
-// REQUIRES: n >= 1, 0 <= p <= 100.
-struct PercentileRanks {
-  int64_t lo, hi;
-  double gamma;
-};
-PercentileRanks percentile_ranks(int64_t n, double p);
-// numpy's _lerp: a + (b - a) * gamma, computed from b's side when gamma >= 0.5.
-double percentile_interpolate(double a, double b, double gamma);
-
-// A value repeated count times: one run of a run-length encoded sample.
-struct WeightedValue {
-  double value;
-  int64_t count;
-};
-
-// Percentile of the sample in which each value appears count times, exactly as percentile() of the
-// expanded sample.
-// REQUIRES: !runs.empty(), runs sorted by value, every count >= 1, 0 <= p <= 100.
-double weighted_percentile(std::span<const WeightedValue> runs, double p);
 
 // The value of metric `name` in `metrics`, if it is there.
 std::optional<double> find_metric(std::span<const Metric> metrics, std::string_view name);

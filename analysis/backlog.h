@@ -1,0 +1,38 @@
+// The overload test of a run (MetricsAccumulator's overloaded and backlog_growth metrics).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <utility>
+
+namespace servesim {
+
+// The overload test: is the deployment falling behind its arrivals? The number of requests
+// outstanding (due to be sent and not yet finished) is followed over the span of due times, cut
+// into four quarters. In each of the last three (the first holds the warm-up, while the system
+// fills to its working level) the outstanding count is fitted by least squares against time; the
+// fit's rise across the quarter is the backlog's growth there. The run is overloaded when in some
+// quarter the backlog grows by at least 10 % of the requests that arrived in it, and by at least 8
+// requests: completions fell at least 10 % behind arrivals for a quarter of the run. A stable
+// system's backlog keeps its level (a growth near 0, either sign); an overloaded one's grows by
+// (arrival rate - service rate) x the quarter's length. Arrival bursts that a deployment cannot
+// absorb (a trace's busy hour) count: its latencies are set by that growing queue. Runs with fewer
+// than 80 requests, or whose requests all arrive at one instant, are not judged.
+inline constexpr double kOverloadGrowthShare = 0.10;
+inline constexpr double kOverloadMinGrowth = 8;
+inline constexpr int64_t kOverloadMinRequests = 80;
+
+struct BacklogTrend {
+  bool known = false;     // enough requests over a span of time to judge
+  double growth = 0;      // requests: the largest quarter's fitted rise (of quarters 2-4)
+  double arrivals = 0;    // requests that arrived in that quarter
+  int quarter = 0;        // 2, 3 or 4
+  double share() const { return arrivals > 0 ? growth / arrivals : 0; }
+  bool overloaded = false;
+};
+
+// The trend of outstanding requests from (due, finished) times in seconds (finished = inf for a
+// request that never finished), as described above.
+BacklogTrend backlog_trend(std::span<const std::pair<double, double>> intervals);
+
+}  // namespace servesim
