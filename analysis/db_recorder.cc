@@ -86,7 +86,8 @@ LogLevel parse_log_level(const std::string& name) {
 DbRecorder::DbRecorder(Database& db, int64_t run_id, const MetricsAccumulator& metrics,
                        LogLevel level, double resolution, bool background)
     : db_(db), run_id_(run_id), metrics_(metrics), started_(std::chrono::steady_clock::now()),
-      level_(level), resolution_(resolution > 0 ? resolution : 1.0), background_(background) {
+      level_(level), resolution_(resolution > 0 ? resolution : 1.0), timeline_(resolution_),
+      background_(background) {
   if (sqlite3_prepare_v2(db_.handle(), kInsertRequest, -1, &insert_request_, nullptr) !=
           SQLITE_OK ||
       sqlite3_prepare_v2(db_.handle(), kInsertIteration, -1, &insert_iteration_, nullptr) !=
@@ -151,7 +152,7 @@ void DbRecorder::write_row(sqlite3_stmt* stmt) {
   }
 }
 
-void DbRecorder::write_bucket(int32_t replica, const Bucket& b) {
+void DbRecorder::write_bucket(int32_t replica, const TimelineBucket& b) {
   begin();
   sqlite3_stmt* s = insert_timeline_;
   sqlite3_bind_int64(s, 1, run_id_);
@@ -165,7 +166,7 @@ void DbRecorder::write_bucket(int32_t replica, const Bucket& b) {
   sqlite3_bind_int64(s, 9, b.emitted);
   sqlite3_bind_int64(s, 10, b.seqs_max);
   sqlite3_bind_int64(s, 11, b.waiting_max);
-  sqlite3_bind_double(s, 12, b.busy > 0 ? static_cast<double>(b.kv_ns) / static_cast<double>(b.busy) : 0);
+  sqlite3_bind_double(s, 12, b.kv_mean());
   sqlite3_bind_int64(s, 13, b.kv_max);
   bind_count(s, 14, b.kv_total);
   sqlite3_bind_int64(s, 15, b.preemptions);
@@ -174,8 +175,7 @@ void DbRecorder::write_bucket(int32_t replica, const Bucket& b) {
 
 void DbRecorder::on_iteration(const IterationRecord& it, std::span<const BatchItem> /*items*/) {
   if (failed() || level_ < LogLevel::kRequests) return;
-  add_to_bucket(it.replica, it.start, it.duration, it.prefill_tokens, it.decode_tokens, it.emitted,
-                it.preempted, it.num_seqs, it.waiting, it.kv_blocks_used, it.kv_blocks_total);
+  timeline_.add_iteration(it, chunk_.timeline);
   if (level_ >= LogLevel::kIterations) chunk_.iterations.push_back(it);
   if (chunk_.size() >= kRowsPerChunk) hand_over();
 }
@@ -186,94 +186,8 @@ void DbRecorder::on_decode_steps(const DecodeSteps& steps) {
     Recorder::on_decode_steps(steps);  // a row each
     return;
   }
-  // As add_to_bucket for each iteration: the KV use and the queue are the same in a range, so
-  // each range adds to each bucket it reaches once.
-  Time at = steps.start;
-  Bucket* b = &bucket_for(steps.replica, at);
-  int64_t j = 0;
-  for (const DecodeSteps::Range& range : steps.ranges) {
-    int64_t n = 0;  // of this range's iterations, in *b
-    Time busy = 0;
-    const auto add = [&] {
-      b->add(n, busy, 0, n * steps.num_seqs, n * steps.num_seqs, 0, steps.num_seqs, range.waiting,
-             range.kv_blocks_used, steps.kv_blocks_total);
-      n = 0;
-      busy = 0;
-    };
-    if (at >= b->end) b = &bucket_for(steps.replica, at);
-    if (at + range.busy < b->end) {  // every iteration of the range starts in *b
-      n = range.end - j;
-      busy = range.busy;
-      add();
-      at += range.busy;
-      j = range.end;
-      continue;
-    }
-    DecodeDurationCursor duration(steps.durations.shifted(j));
-    for (; j < range.end; ++j) {
-      const Time d = duration.next();
-      if (at >= b->end) {  // a new bucket
-        if (n > 0) add();
-        b = &bucket_for(steps.replica, at);
-      }
-      ++n;
-      busy += d;
-      at += d;
-    }
-    if (n > 0) add();
-  }
+  timeline_.add_decode_steps(steps, chunk_.timeline);
   if (chunk_.size() >= kRowsPerChunk) hand_over();
-}
-
-int64_t DbRecorder::bucket_index(Time t) const {
-  return static_cast<int64_t>(std::floor(to_seconds(t) / resolution_));
-}
-
-Time DbRecorder::first_time_of(int64_t index) const {
-  // bucket_index only grows with t: step from an estimate to the exact boundary.
-  auto t = static_cast<Time>(std::ceil(static_cast<double>(index) * resolution_ * 1e9));
-  while (t > 0 && bucket_index(t - 1) >= index) --t;
-  while (bucket_index(t) < index) ++t;
-  return t;
-}
-
-DbRecorder::Bucket& DbRecorder::bucket_for(int32_t replica, Time start) {
-  const auto r = static_cast<size_t>(replica);
-  if (buckets_.size() <= r) buckets_.resize(r + 1);
-  Bucket& b = buckets_[r];
-  // A replica's iterations come in time order: a new bucket starts only at b.end.
-  if (b.index < 0 || start >= b.end) {
-    const int64_t index = bucket_index(start);
-    if (index != b.index) {
-      if (b.index >= 0) chunk_.timeline.emplace_back(replica, b);
-      b = Bucket{};
-      b.index = index;
-      b.end = first_time_of(index + 1);
-    }
-  }
-  return b;
-}
-
-void DbRecorder::add_to_bucket(int32_t replica, Time start, Time duration, int64_t prefill,
-                               int64_t decode, int64_t emitted, int64_t preempted, int64_t seqs,
-                               int64_t waiting, int64_t kv_used, int64_t kv_total) {
-  bucket_for(replica, start).add(1, duration, prefill, decode, emitted, preempted, seqs, waiting, kv_used, kv_total);
-}
-
-void DbRecorder::Bucket::add(int64_t n, Time busy_ns, int64_t prefill_tokens, int64_t decode_tokens,
-                             int64_t emitted_tokens, int64_t preempted, int64_t seqs, int64_t waiting,
-                             int64_t kv_used, int64_t kv_blocks) {
-  iterations += n;
-  busy += busy_ns;
-  prefill += prefill_tokens;
-  decode += decode_tokens;
-  emitted += emitted_tokens;
-  preemptions += preempted;
-  seqs_max = std::max(seqs_max, seqs);
-  waiting_max = std::max(waiting_max, waiting);
-  kv_ns += static_cast<Wide>(kv_used) * busy_ns;
-  kv_max = std::max(kv_max, kv_used);
-  kv_total = kv_blocks;
 }
 
 void DbRecorder::write_iteration(const IterationRecord& it) {
@@ -417,8 +331,11 @@ void DbRecorder::on_run_end(RunOutcome outcome, const std::string& error) {
   final_metrics_ = metrics_.compute(&quantiles);
   drain();
   if (!write_error_.empty()) final_metrics_.clear();  // the run failed: no metrics
-  for (size_t r = 0; r < buckets_.size() && write_error_.empty(); ++r) {
-    if (buckets_[r].index >= 0) write_bucket(static_cast<int32_t>(r), buckets_[r]);
+  TimelineBuckets::Completed last;
+  timeline_.finish(last);
+  for (const auto& [replica, bucket] : last) {
+    if (!write_error_.empty()) break;
+    write_bucket(replica, bucket);
   }
   if (write_error_.empty()) {
     begin();

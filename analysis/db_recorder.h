@@ -27,6 +27,7 @@
 
 #include "analysis/database.h"
 #include "analysis/metrics.h"
+#include "analysis/timeline_buckets.h"
 #include "sim/recorder.h"
 
 namespace servesim {
@@ -103,7 +104,6 @@ class DbRecorder : public Recorder {
     double bytes;
     Time ready, reserved, started, arrived;
   };
-  struct Bucket;
   struct Chunk;
   void write_chunk(Chunk& chunk);  // on the writer thread (or the caller's, without one)
   void hand_over();                // gives chunk_ to the writer, waiting while it is busy
@@ -123,31 +123,9 @@ class DbRecorder : public Recorder {
   std::string write_error_;
   const LogLevel level_;
   const double resolution_;
-  // The timeline bucket in progress, per replica.
-  struct Bucket {
-    int64_t index = -1;  // -1: none yet
-    Time end = 0;        // the first time of the next bucket
-    int64_t iterations = 0, prefill = 0, decode = 0, emitted = 0, preemptions = 0;
-    int64_t seqs_max = 0, waiting_max = 0, kv_max = 0, kv_total = -1;
-    Time busy = 0;        // ns
-    Wide kv_ns = 0;       // blocks used x ns
-    // Adds `n` iterations that together last `busy` ns, with the same seqs, waiting and KV use;
-    // prefill, decode, emitted and preempted are their sums.
-    void add(int64_t n, Time busy, int64_t prefill, int64_t decode, int64_t emitted, int64_t preempted,
-             int64_t seqs, int64_t waiting, int64_t kv_used, int64_t kv_total);
-  };
-  std::vector<Bucket> buckets_;
+  TimelineBuckets timeline_;
   sqlite3_stmt* insert_timeline_ = nullptr;
-  void write_bucket(int32_t replica, const Bucket& b);
-  int64_t bucket_index(Time t) const;
-  Time first_time_of(int64_t index) const;  // the least t with bucket_index(t) >= index
-  // The bucket of an iteration of `replica` starting at `start`, moving the one in progress to the
-  // chunk when a new one starts.
-  Bucket& bucket_for(int32_t replica, Time start);
-  // Adds one iteration to its replica's bucket.
-  void add_to_bucket(int32_t replica, Time start, Time duration, int64_t prefill, int64_t decode,
-                     int64_t emitted, int64_t preempted, int64_t seqs, int64_t waiting,
-                     int64_t kv_used, int64_t kv_total);
+  void write_bucket(int32_t replica, const TimelineBucket& b);
   void write_request(const RequestRow& r);
   void write_iteration(const IterationRecord& it);
   void write_transfer(const TransferRow& t);
@@ -155,7 +133,7 @@ class DbRecorder : public Recorder {
 
   struct Chunk {
     std::vector<RequestRow> requests;
-    std::vector<std::pair<int32_t, Bucket>> timeline;
+    TimelineBuckets::Completed timeline;
     std::vector<IterationRecord> iterations;
     std::vector<TransferRow> transfers;
     size_t size() const { return requests.size() + timeline.size() + iterations.size() + transfers.size(); }
