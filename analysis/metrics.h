@@ -118,6 +118,7 @@ class MetricsAccumulator : public Recorder {
   // their latency's standard ones). Metrics with no data (tpot when no request has more than one
   // token, kv_utilization_mean when KV memory is unlimited, rates when no request completed) are
   // omitted; counts are always present. With `quantiles`, also each latency's quantile_grid().
+  // It sorts the samples it keeps in place: one call at a time.
   std::vector<Metric> compute(std::vector<QuantilePoint>* quantiles = nullptr) const;
 
  private:
@@ -130,11 +131,12 @@ class MetricsAccumulator : public Recorder {
   int64_t completed_ = 0, rejected_ = 0, capped_ = 0, preemptions_ = 0, iterations_ = 0;
   int64_t good_ = 0;  // completed within every SLO
   int64_t rejected_by_cause_[kNumRejectCauses] = {};
-  std::vector<std::pair<double, double>> outstanding_;  // (due, finished) of sent requests, seconds
+  // The samples (their order carries nothing, and compute() sorts them in place):
+  mutable std::vector<std::pair<double, double>> outstanding_;  // (due, finished) of sent requests, s
   int64_t input_tokens_ = 0, output_tokens_ = 0;
   int64_t cached_tokens_ = 0, cache_hits_ = 0;  // prompt tokens from the prefix cache; requests with any
   Time first_arrival_ = kNever, last_finished_ = -1;
-  std::vector<double> ttft_, tpot_, e2el_, queue_;  // seconds, one per completed request
+  mutable std::vector<double> ttft_, tpot_, e2el_, queue_;  // seconds, one per completed request
   // Merging the runs changes no value, so compute() may, being const.
   mutable TokenGaps gaps_;
   Wide emitting_ns_ = 0;                            // sum of emitted * duration (ns)
