@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <limits>
+#include <utility>
 
 namespace servesim {
 namespace {
@@ -178,6 +179,10 @@ bool BlockManager::allocate_blocks(Sequence& seq, int64_t num_tokens, int32_t nu
   assert(num_cached_tokens % block_size_ == 0);
   assert(num_cached_tokens == 0 || seq.block_table.empty());
   if (!can_allocate(seq, num_tokens, num_cached_tokens)) return false;
+  if (seq.block_table.capacity() == 0 && !kept_tables_.empty()) {
+    seq.block_table = std::move(kept_tables_.back());
+    kept_tables_.pop_back();
+  }
 
   // Claim the cached leading blocks.
   for (int32_t b = 0; b < num_cached_tokens / block_size_; ++b) {
@@ -240,7 +245,7 @@ void BlockManager::free(Sequence& seq) {
     spare_.insert(spare_.end(), seq.block_table.begin(), seq.block_table.end());
     std::reverse(spare_.begin() + static_cast<std::ptrdiff_t>(from), spare_.end());
     used_ -= static_cast<int64_t>(seq.block_table.size());
-    seq.block_table.clear();
+    keep_table(seq);
     seq.num_registered_blocks = 0;
     return;
   }
@@ -259,8 +264,15 @@ void BlockManager::free(Sequence& seq) {
       push_free(id);  // cached: evicted least recently freed first
     }
   }
-  seq.block_table.clear();
+  keep_table(seq);
   seq.num_registered_blocks = 0;
+}
+
+void BlockManager::keep_table(Sequence& seq) {
+  std::vector<int32_t> table = std::exchange(seq.block_table, {});
+  if (table.capacity() == 0 || kept_tables_.size() >= kKeptTables) return;
+  table.clear();
+  kept_tables_.push_back(std::move(table));
 }
 
 }  // namespace servesim

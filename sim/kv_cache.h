@@ -95,6 +95,8 @@ class BlockManager {
 
   bool allocate_blocks(Sequence& seq, int64_t num_tokens, int32_t num_cached_tokens);
   int32_t take_block();                  // a free block: hashless first, else the LRU one (evicted)
+  // Empties seq's table and keeps its room for a later sequence's first blocks.
+  void keep_table(Sequence& seq);
   void unlink(int32_t id);               // out of the free queue
   void push_free(int32_t id);            // onto the free queue's tail
   void hash_blocks(Sequence& seq, size_t num_blocks) const;  // extends seq.block_hashes
@@ -123,6 +125,10 @@ class BlockManager {
   std::vector<int32_t> spare_;     // freed blocks without a hash, reused first (kHashlessFirst, or
                                    // unlimited)
   BlockHashIndex cache_;           // hash -> the first block cached under it
+  // The room of freed sequences' tables, for the next sequences' first blocks: a table then takes
+  // no allocation unless it grows past those before it. At most kKeptTables are kept.
+  std::vector<std::vector<int32_t>> kept_tables_;
+  static constexpr size_t kKeptTables = 4096;
 };
 
 }  // namespace servesim
