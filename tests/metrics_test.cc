@@ -175,6 +175,20 @@ TEST(MetricsAccumulator, MetricsComeInCanonicalOrder) {
 // The percentiles (standard, and asked for), the std and the quantile grid equal those of the
 // fully sorted values (numpy's linear percentile, population std), exactly, with ties, on both
 // sides of the radix sort's threshold.
+// A completed request of one output token (its spec kept in `specs`), arriving and scheduled at
+// `arrival`, its token and finish at `finished`.
+Request completed_request(std::deque<RequestSpec>& specs, int i, Time arrival, Time finished) {
+  specs.push_back({"r" + std::to_string(i), 0, 1, 1, 0, 0});
+  Request r;
+  r.spec = &specs.back();
+  r.status = RequestStatus::kDone;
+  r.replica = 0;
+  r.arrival = r.scheduled = arrival;
+  r.first_token = r.finished = finished;
+  r.num_output = 1;
+  return r;
+}
+
 TEST(MetricsAccumulator, SelectedPercentilesEqualSortedOnes) {
   for (int n : {1, 2, 3, 10, 101, 1000, 4097}) {
     MetricsAccumulator acc({.percentiles = {99.9, 12.5}});
@@ -183,15 +197,7 @@ TEST(MetricsAccumulator, SelectedPercentilesEqualSortedOnes) {
     uint64_t x = 88172645463325252ULL + static_cast<uint64_t>(n);
     for (int i = 0; i < n; ++i) {
       x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-      specs.push_back({"r" + std::to_string(i), 0, 1, 1, 0, 0});
-      Request r;
-      r.spec = &specs.back();
-      r.status = RequestStatus::kDone;
-      r.replica = 0;
-      r.arrival = 0;
-      r.scheduled = 0;
-      r.first_token = r.finished = static_cast<Time>(x % 977) * 1000 + 1;  // many ties
-      r.num_output = 1;
+      const Request r = completed_request(specs, i, 0, static_cast<Time>(x % 977) * 1000 + 1);  // many ties
       acc.on_request(r);
       e2el.push_back(to_seconds(r.finished));
     }
@@ -226,15 +232,10 @@ TEST(MetricsAccumulator, BacklogMetricsAreTheTrendOfTheSortedIntervals) {
     uint64_t x = 2463534242ULL + static_cast<uint64_t>(n);
     for (int i = 0; i < n; ++i) {
       x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-      specs.push_back({"r" + std::to_string(i), 0, 1, 1, 0, 0});
-      Request r;
-      r.spec = &specs.back();
-      r.status = RequestStatus::kDone;
-      r.replica = 0;
-      r.arrival = r.scheduled = static_cast<Time>(n - i) * 1'000'000;  // settled latest first
-      // Served at half the arrival rate: the backlog grows.
-      r.first_token = r.finished = static_cast<Time>(n) * 1'000'000 + r.arrival + static_cast<Time>(x % 1000);
-      r.num_output = 1;
+      // Settled latest first, and served at half the arrival rate: the backlog grows.
+      const Time arrival = static_cast<Time>(n - i) * 1'000'000;
+      const Request r = completed_request(specs, i, arrival,
+                                          static_cast<Time>(n) * 1'000'000 + arrival + static_cast<Time>(x % 1000));
       acc.on_request(r);
       intervals.emplace_back(to_seconds(r.arrival), to_seconds(r.finished));
     }
