@@ -126,9 +126,10 @@ class BlockManager {
                                    // unlimited)
   BlockHashIndex cache_;           // hash -> the first block cached under it
   // The room of freed sequences' tables, for the next sequences' first blocks: a table then takes
-  // no allocation unless it grows past those before it. At most kKeptTables are kept.
+  // no allocation unless it grows past those before it. As many are kept as the replica ever ran
+  // at once (max_num_seqs, and those preempted), and at most kKeptTables.
   std::vector<std::vector<int32_t>> kept_tables_;
-  static constexpr size_t kKeptTables = 4096;
+  static constexpr size_t kKeptTables = 1024;
 };
 
 }  // namespace servesim
