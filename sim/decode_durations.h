@@ -8,7 +8,6 @@
 #pragma once
 
 #include <cstdint>
-#include <span>
 
 #include "sim/time.h"
 
@@ -56,10 +55,6 @@ class DecodeDurationCursor {
     next_ += whole_step_ + (fraction_ >> DecodeDurations::kFractionBits);
     fraction_ &= DecodeDurations::kOne - 1;
     return d;
-  }
-  // Fills `out` with the next out.size() durations.
-  void fill(std::span<Time> out) {
-    for (Time& t : out) t = next();
   }
 
  private:

@@ -139,6 +139,7 @@ class Replica final : public ReplicaView {
   void finish_generation(Request& r);
   // Whether the batch just formed may start a leap.
   bool batch_leapable();
+  // Applies the leap that ends `now` (its last iteration's end, the event leap() returned).
   void finish_leap(Time now);
   // Whether running request seq may join the decode group (see schedule_decode_group).
   bool decodes_in_step(const Sequence* seq) const;
@@ -217,7 +218,6 @@ class Replica final : public ReplicaView {
     V value;
     Time at;
   };
-  Time leap_end_ = 0;  // the end of the leap's last iteration
   std::vector<LeapChange<int64_t>> leap_kv_changes_;         // the KV blocks used
   std::vector<LeapChange<int32_t>> leap_waiting_changes_;  // the requests waiting
   std::vector<DecodeSteps::Range> leap_ranges_;

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cassert>
 #include <limits>
-#include <span>
 #include <utility>
 #include <vector>
 
@@ -24,11 +23,11 @@ void note_change(std::vector<Change>& changes, int64_t i, V v, Time t) {
   }
 }
 
-// The ranges of a leap's `count` iterations, ending at `end_at`, between the changes of the KV
-// use and of the queue.
+// The ranges of a leap's `count` iterations, the last ending at `end_at`, between the changes of
+// the KV use and of the queue.
 template <typename KvChange, typename WaitingChange>
-void leap_ranges(std::span<const KvChange> kv, std::span<const WaitingChange> waiting, int64_t count, Time end_at,
-                 std::vector<DecodeSteps::Range>& out) {
+void leap_ranges(const std::vector<KvChange>& kv, const std::vector<WaitingChange>& waiting, int64_t count,
+                 Time end_at, std::vector<DecodeSteps::Range>& out) {
   out.clear();
   size_t k = 0, w = 0;
   Time at = kv[0].at;
@@ -269,7 +268,6 @@ Time Replica::leap(Time horizon) {
     ++j;
   }
   leap_count_ = j - 1;
-  leap_end_ = t;
   leapt_ += leap_count_;
   return t;
 }
@@ -302,9 +300,7 @@ void Replica::finish_leap(Time now) {
   }
   arrivals_leapt_past_ += static_cast<int64_t>(leap_arrivals_.size());
   leap_arrivals_.clear();
-  assert(now == leap_end_);
-  leap_ranges<LeapChange<int64_t>, LeapChange<int32_t>>(leap_kv_changes_, waiting, leap_count_, leap_end_,
-                                                        leap_ranges_);
+  leap_ranges(leap_kv_changes_, waiting, leap_count_, now, leap_ranges_);
   const DecodeSteps steps{id_, step_ + 1, first_end_, leap_count_, leapt, leap_ranges_,
                           record_.kv_blocks_total, record_.num_seqs, record_.predicted >= 0};
   for (Recorder* rec : recorders_) rec->on_decode_steps(steps);
