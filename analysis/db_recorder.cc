@@ -288,24 +288,28 @@ void DbRecorder::hand_over() {
   }
   if (!writer_.joinable()) writer_ = std::thread([this] { writer_loop(); });
   std::unique_lock<std::mutex> lock(mutex_);
-  changed_.wait(lock, [this] { return !has_handed_; });
-  std::swap(handed_, chunk_);  // chunk_ takes the written chunk's buffers back
-  has_handed_ = true;
+  changed_.wait(lock, [this] { return handed_.size() < kChunksAhead; });
+  handed_.push_back(std::move(chunk_));
+  chunk_ = Chunk{};
+  if (!spare_.empty()) {  // a written chunk's buffers, taken back
+    std::swap(chunk_, spare_.back());
+    spare_.pop_back();
+  }
   changed_.notify_all();
 }
 
 void DbRecorder::writer_loop() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (true) {
-    changed_.wait(lock, [this] { return has_handed_ || stop_; });
-    if (!has_handed_) return;  // stopped, and nothing left
-    writing_ = true;
-    lock.unlock();
-    write_chunk(handed_);
-    lock.lock();
-    writing_ = false;
-    has_handed_ = false;
+    changed_.wait(lock, [this] { return !handed_.empty() || stop_; });
+    if (handed_.empty()) return;  // stopped, and nothing left
+    Chunk chunk = std::move(handed_.front());
+    handed_.pop_front();
     changed_.notify_all();
+    lock.unlock();
+    write_chunk(chunk);
+    lock.lock();
+    spare_.push_back(std::move(chunk));
   }
 }
 

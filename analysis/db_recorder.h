@@ -19,6 +19,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <mutex>
 #include <thread>
 #include <span>
@@ -87,6 +88,7 @@ class DbRecorder : public Recorder {
 
   static constexpr int64_t kRowsPerTransaction = 50'000;
   static constexpr size_t kRowsPerChunk = 8192;
+  static constexpr size_t kChunksAhead = 4;
 
   // Rows waiting to be written, in the order they came.
   struct RequestRow {
@@ -147,9 +149,10 @@ class DbRecorder : public Recorder {
   const bool background_;
   std::atomic<bool> failed_{false};
   Chunk chunk_;            // gathering (the simulation's thread)
-  Chunk handed_;           // given to the writer
-  bool has_handed_ = false;
-  bool writing_ = false;
+  // Given to the writer, oldest first: at most kChunksAhead wait, so the simulation goes on while
+  // the writer catches up with a burst of rows.
+  std::deque<Chunk> handed_;
+  std::vector<Chunk> spare_;  // written and cleared, their buffers kept for the next chunks
   bool stop_ = false;
   std::mutex mutex_;
   std::condition_variable changed_;

@@ -337,6 +337,32 @@ TEST_F(DatabaseTest, RecorderCheckpointsAsItCommits) {
   EXPECT_EQ(one(d, "SELECT count(*) FROM iterations"), "130000");
 }
 
+// The writer thread takes chunks of rows in the order they were gathered, with several waiting
+// at once: every row of a run of many chunks is written, in order, and a duplicate key in a late
+// chunk keeps the rows before it and stops the rest.
+TEST_F(DatabaseTest, BackgroundWriterWritesEveryChunkInOrder) {
+  auto db = Database::open(path("sim.db"));
+  ASSERT_TRUE(db.ok());
+  Database& d = *db.value();
+  const int64_t run = d.begin_run({}).value();
+  MetricsAccumulator metrics({});
+  DbRecorder rec(d, run, metrics, LogLevel::kIterations);  // in the background
+  IterationRecord it;
+  constexpr int64_t kRows = 150'000, kDuplicateAt = 120'000;  // about 18 chunks
+  for (int64_t i = 0; i < kRows; ++i) {
+    it.step = i < kDuplicateAt ? i : i - 1;  // row kDuplicateAt repeats the step before it
+    it.start = i * 1'000'000;
+    it.duration = 1'000'000;
+    it.num_seqs = it.emitted = 1;
+    rec.on_iteration(it, {});
+  }
+  rec.on_run_end(RunOutcome::kDone, "");
+  EXPECT_NE(rec.write_error().find("UNIQUE constraint failed"), std::string::npos) << rec.write_error();
+  EXPECT_EQ(one(d, "SELECT count(*) FROM iterations"), std::to_string(kDuplicateAt));
+  EXPECT_EQ(one(d, "SELECT count(*) FROM iterations WHERE step != rowid - 1"), "0");  // in order
+  EXPECT_EQ(one(d, "SELECT status FROM runs"), "failed");
+}
+
 TEST_F(DatabaseTest, FailedWriteIsReportedAndMarksTheRunFailed) {
   auto db = Database::open(path("sim.db"));
   ASSERT_TRUE(db.ok());
