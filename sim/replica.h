@@ -204,6 +204,7 @@ class Replica final : public ReplicaView {
   std::vector<std::vector<Member>> buckets_;  // members by bucket_of()
   uint64_t tickets_ = 0;
   std::vector<Member> touched_;              // see touched_members()
+  std::vector<Request*> finishing_;          // step_group()'s
   // Leaps (see leap()); on with grouping_.
   bool leapable_ = false;                    // the batch in flight may be extended
   bool ignores_arrivals_ = false;            // ... past arrivals

@@ -149,8 +149,8 @@ int32_t Replica::schedule_decode_group(Batch& batch, int64_t max) {
 }
 
 int32_t Replica::step_group(Time now, int32_t k) {
-  int32_t done = 0;
   int32_t min_left = std::numeric_limits<int32_t>::max();
+  finishing_.clear();  // the members whose last token this was, in running order
   const auto n = static_cast<size_t>(batch_.group);
   for (size_t x = 0; x < n; ++x) {
     Request& r = req(running_[x]);
@@ -159,28 +159,24 @@ int32_t Replica::step_group(Time now, int32_t k) {
     r.num_output += k;
     assert(r.num_output <= r.output_tokens);
     r.last_token = now;
-    min_left = std::min(min_left, r.output_tokens - r.num_output);
+    const int32_t left = r.output_tokens - r.num_output;
+    if (left <= 0) {
+      finishing_.push_back(&r);
+    } else {
+      min_left = std::min(min_left, left);
+    }
   }
   group_steps_ += k;
   group_context_ += int64_t{k} * batch_.group;
   const int32_t bs = kv_.block_size();
   opens_at_ = static_cast<size_t>(((static_cast<int64_t>(opens_at_) - k) % bs + bs) % bs);
   group_end_ = now;
-  if (min_left == 0) {  // somebody finished
-    min_left = std::numeric_limits<int32_t>::max();
-    for (size_t x = 0; x < n; ++x) {
-      Request& r = req(running_[x]);
-      if (!r.generation_done()) {
-        min_left = std::min(min_left, r.output_tokens - r.num_output);
-        continue;
-      }
-      ++done;
-      leave_group(&r);
-      finish_generation(r);
-    }
+  for (Request* r : finishing_) {
+    leave_group(r);
+    finish_generation(*r);
   }
   group_min_left_ = min_left;
-  return done;
+  return static_cast<int32_t>(finishing_.size());
 }
 
 bool Replica::batch_leapable() {
