@@ -202,6 +202,7 @@ class Replica final : public ReplicaView {
     Sequence* seq;
   };
   std::vector<std::vector<Member>> buckets_;  // members by bucket_of()
+  std::vector<uint64_t> occupied_;           // bit b: whether buckets_[b] holds members
   uint64_t tickets_ = 0;
   std::vector<Member> touched_;              // see touched_members()
   std::vector<Request*> finishing_;          // step_group()'s
@@ -222,8 +223,7 @@ class Replica final : public ReplicaView {
   std::vector<LeapChange<int64_t>> leap_kv_changes_;         // the KV blocks used
   std::vector<LeapChange<int32_t>> leap_waiting_changes_;  // the requests waiting
   std::vector<DecodeSteps::Range> leap_ranges_;
-  std::vector<uint8_t> touches_;             // leap()'s, by bucket
-  std::vector<int64_t> plain_;
+  std::vector<uint64_t> touches_;            // leap()'s: bit b, whether bucket b touches
   int64_t leapt_ = 0;
   int64_t arrivals_leapt_past_ = 0;
 };

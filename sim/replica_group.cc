@@ -2,6 +2,7 @@
 // as one group beside the other items, and runs of repeating all-group iterations applied as one
 // event. Both give exactly what listing every item and running every iteration gives.
 #include <algorithm>
+#include <bit>
 #include <cassert>
 #include <limits>
 #include <utility>
@@ -57,40 +58,47 @@ bool Replica::decodes_in_step(const Sequence* seq) const {
 
 size_t Replica::bucket_of(const Sequence* seq) const {
   const int64_t bs = kv_.block_size();
-  return static_cast<size_t>(((seq->num_computed - group_steps_) % bs + bs) % bs);
+  const int64_t b = (seq->num_computed - group_steps_) % bs;
+  return static_cast<size_t>(b < 0 ? b + bs : b);
 }
 
 void Replica::join_group(Sequence* seq) {
   const Request& r = req(seq);
-  buckets_[bucket_of(seq)].push_back({tickets_++, seq});
+  const size_t b = bucket_of(seq);
+  buckets_[b].push_back({tickets_++, seq});
+  occupied_[b / 64] |= uint64_t{1} << (b % 64);
   group_context_ += r.num_computed;
   group_min_left_ = std::min(group_min_left_, r.output_tokens - r.num_output);
   ++group_size_;
 }
 
 void Replica::leave_group(const Sequence* seq) {
-  std::vector<Member>& bucket = buckets_[bucket_of(seq)];
+  const size_t b = bucket_of(seq);
+  std::vector<Member>& bucket = buckets_[b];
   const auto it = std::find_if(bucket.begin(), bucket.end(), [seq](const Member& m) { return m.seq == seq; });
   assert(it != bucket.end());
   bucket.erase(it);
+  if (bucket.empty()) occupied_[b / 64] &= ~(uint64_t{1} << (b % 64));
   group_context_ -= seq->num_computed;
   --group_size_;  // group_min_left_ stays a lower bound
 }
 
 void Replica::leave_group_from(uint64_t ticket) {
   // The members from `ticket` on are running_[k, group_size_) for some k: the group's tail.
-  for (std::vector<Member>& bucket : buckets_) {
-    std::erase_if(bucket, [&](const Member& m) {
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    std::erase_if(buckets_[b], [&](const Member& m) {
       if (m.ticket < ticket) return false;
       group_context_ -= m.seq->num_computed;
       --group_size_;
       return true;
     });
+    if (buckets_[b].empty()) occupied_[b / 64] &= ~(uint64_t{1} << (b % 64));
   }
 }
 
 void Replica::forget_group() {
   for (auto& bucket : buckets_) bucket.clear();
+  std::fill(occupied_.begin(), occupied_.end(), 0);
   group_size_ = 0;
   group_context_ = 0;
   group_min_left_ = std::numeric_limits<int32_t>::max();
@@ -118,6 +126,7 @@ int32_t Replica::schedule_decode_group(Batch& batch, int64_t max) {
     if (running_.empty()) return 0;
     forget_group();
     buckets_.resize(static_cast<size_t>(kv_.block_size()));
+    occupied_.resize((buckets_.size() + 63) / 64, 0);
     group_end_ = req(running_.front()).last_token;
   }
   while (group_size_ < running_.size() && decodes_in_step(running_[group_size_])) {
@@ -169,7 +178,8 @@ int32_t Replica::step_group(Time now, int32_t k) {
   group_steps_ += k;
   group_context_ += int64_t{k} * batch_.group;
   const int32_t bs = kv_.block_size();
-  opens_at_ = static_cast<size_t>(((static_cast<int64_t>(opens_at_) - k) % bs + bs) % bs);
+  const int64_t opens = (static_cast<int64_t>(opens_at_) - k) % bs;
+  opens_at_ = static_cast<size_t>(opens < 0 ? opens + bs : opens);
   group_end_ = now;
   for (Request* r : finishing_) {
     leave_group(r);
@@ -212,29 +222,37 @@ Time Replica::leap(Time horizon) {
   // c + j + 1 (c: its context in iteration 0). That takes a block when token c + j starts one, for
   // the members whose bucket is j below opens_at_; with prefix caching it also registers the block
   // that token c + j + 1 fills, for those one bucket further. For every other member the
-  // allocation changes nothing. touches_[b]: whether the members of bucket b opening a block (or,
-  // with prefix caching, those of the bucket before filling one) make the iteration allocate;
-  // plain_[b]: how many iterations after one with opens = b only take their time.
+  // allocation changes nothing. Bucket b touches when its members opening a block (or, with
+  // prefix caching, those of the bucket before filling one) make the iteration allocate.
   const auto n = static_cast<size_t>(bs);
-  touches_.assign(n, 0);
-  size_t some = n;  // a bucket that touches, if any
-  for (size_t b = 0; b < n; ++b) {
-    touches_[b] = !buckets_[b].empty() || (kv_.prefix_caching() && !buckets_[b == 0 ? n - 1 : b - 1].empty());
-    if (touches_[b] != 0) some = b;
-  }
-  plain_.assign(n, steps);
-  if (some < n) {  // the next iteration after opens = b has opens = b - 1
-    int64_t run = 0;
-    for (size_t i = 1, b = some; i <= n; ++i) {
-      const size_t before = b;
-      b = b + 1 == n ? 0 : b + 1;
-      plain_[b] = run = touches_[before] != 0 ? 0 : run + 1;
+  touches_.assign(occupied_.begin(), occupied_.end());
+  if (kv_.prefix_caching()) {  // bucket b also when bucket b - 1 (mod n) holds members
+    uint64_t carry = (occupied_[(n - 1) / 64] >> ((n - 1) % 64)) & 1;
+    for (size_t w = 0; w < occupied_.size(); ++w) {
+      touches_[w] |= occupied_[w] << 1 | carry;
+      carry = occupied_[w] >> 63;
     }
+    if (n % 64 != 0) touches_.back() &= (uint64_t{1} << (n % 64)) - 1;
   }
+  const bool touching = std::any_of(touches_.begin(), touches_.end(), [](uint64_t w) { return w != 0; });
+  // How many iterations after one with opens = b only take their time: the next has opens = b - 1,
+  // and so on down (mod n) to the first bucket that touches.
+  const auto plain_after = [&](size_t b) -> int64_t {
+    if (!touching) return steps;
+    const size_t p = b == 0 ? n - 1 : b - 1;
+    size_t w = p / 64;
+    uint64_t bits = touches_[w] & (p % 64 == 63 ? ~uint64_t{0} : (uint64_t{2} << (p % 64)) - 1);
+    while (bits == 0) {  // down a word, past 0 to the last
+      w = w == 0 ? touches_.size() - 1 : w - 1;
+      bits = touches_[w];
+    }
+    const size_t h = w * 64 + 63 - static_cast<size_t>(std::countl_zero(bits));  // the touching bucket
+    return static_cast<int64_t>(p >= h ? p - h : p + n - h);
+  };
   size_t opens = opens_at_;
   int64_t j = 1;
   while (j < steps && t < horizon) {
-    const int64_t plain_end = std::min(steps, j + plain_[opens]);
+    const int64_t plain_end = std::min(steps, j + plain_after(opens));
     const int64_t plain_start = j;
     for (; j < plain_end && t < horizon; ++j) {
       const Time end = add_time(t, duration.next());
@@ -242,7 +260,8 @@ Time Replica::leap(Time horizon) {
       t = end;
     }
     if (j < plain_end || j == steps || t >= horizon) break;  // stopped by the time, or at the end
-    const auto back = static_cast<size_t>((plain_end - plain_start) % bs);
+    const auto back = static_cast<size_t>(plain_end - plain_start);  // some bucket touches: < n
+    assert(back < n);
     opens = opens >= back ? opens - back : opens + n - back;
     // Iteration j allocates.
     opens = opens == 0 ? n - 1 : opens - 1;

@@ -198,6 +198,36 @@ TEST(LeapRouters, EveryRouterGivesTheResultsOfStepping) {
   EXPECT_GT(leapt, 0);
 }
 
+// Every block size, those of more than 64 tokens included (the leap then keeps its buckets' bits
+// in several words), with and without prefix caching, and with the cache scarce enough to preempt.
+TEST(LeapBlockSizes, EveryBlockSizeGivesTheResultsOfStepping) {
+  const std::vector<std::vector<RequestSpec>> all = workloads();
+  for (const char* name : {"continuous", "prefix-cached"}) {
+    const PolicyInfo& policy = *find_policy(name).value();
+    for (const int32_t block_size : {1, 8, 64, 128, 256}) {
+      int64_t leapt = 0;
+      for (const int64_t tokens : {int64_t{-1}, int64_t{4800}}) {  // the memory's blocks, or few
+        SCOPED_TRACE(std::string(name) + " block_size=" + std::to_string(block_size) + " tokens=" +
+                     std::to_string(tokens));
+        SimOptions o = generated_options(tokens < 0 ? -1 : tokens / block_size, 1);
+        o.block_size = block_size;
+        const Outcome stepped = simulate(all[0], policy, "", o, false);
+        const Outcome leaping = simulate(all[0], policy, "", o, true);
+        ASSERT_EQ(stepped.result.outcome, RunOutcome::kDone) << stepped.result.error;
+        ASSERT_EQ(leaping.result.outcome, RunOutcome::kDone) << leaping.result.error;
+        leapt += leaping.leapt;
+        ASSERT_EQ(leaping.requests, stepped.requests);
+        ASSERT_EQ(leaping.iterations.size(), stepped.iterations.size());
+        for (size_t i = 0; i < stepped.iterations.size(); ++i) {
+          ASSERT_TRUE(key(leaping.iterations[i]) == key(stepped.iterations[i]))
+              << "replica " << stepped.iterations[i].replica << " step " << stepped.iterations[i].step;
+        }
+      }
+      EXPECT_GT(leapt, 0) << name << " block_size=" << block_size;
+    }
+  }
+}
+
 // The roofline's run of decodes gives each step exactly the duration that pricing that step's
 // batch on its own gives, within a nanosecond of the floating-point price.
 TEST(LeapRoofline, DecodeRunStepsEqualPricingEachBatch) {
