@@ -104,6 +104,23 @@ std::vector<std::vector<RequestSpec>> workloads() {
   return all;
 }
 
+// Runs `specs` stepping every iteration and leaping; both must finish with the same requests and
+// iteration rows. Adds the iterations leapt to `leapt`.
+void expect_leaps_as_it_steps(const std::vector<RequestSpec>& specs, const PolicyInfo& policy, const SimOptions& o,
+                              int64_t& leapt) {
+  const Outcome stepped = simulate(specs, policy, "", o, false);
+  const Outcome leaping = simulate(specs, policy, "", o, true);
+  ASSERT_EQ(stepped.result.outcome, RunOutcome::kDone) << stepped.result.error;
+  ASSERT_EQ(leaping.result.outcome, RunOutcome::kDone) << leaping.result.error;
+  leapt += leaping.leapt;
+  ASSERT_EQ(leaping.requests, stepped.requests);
+  ASSERT_EQ(leaping.iterations.size(), stepped.iterations.size());
+  for (size_t i = 0; i < stepped.iterations.size(); ++i) {
+    ASSERT_TRUE(key(leaping.iterations[i]) == key(stepped.iterations[i]))
+        << "replica " << stepped.iterations[i].replica << " step " << stepped.iterations[i].step;
+  }
+}
+
 class Leap : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Leap, GivesExactlyTheResultsOfSteppingEveryIteration) {
@@ -182,16 +199,8 @@ TEST(LeapRouters, EveryRouterGivesTheResultsOfStepping) {
         SimOptions o = generated_options(kv_blocks, 3);
         o.session_affinity = affinity;
         o.router = [&router] { return router.make(toml::table{}, 7).value(); };
-        const Outcome stepped = simulate(all[w], policy, "", o, false);
-        const Outcome leaping = simulate(all[w], policy, "", o, true);
-        ASSERT_EQ(stepped.result.outcome, RunOutcome::kDone) << stepped.result.error;
-        ASSERT_EQ(leaping.result.outcome, RunOutcome::kDone) << leaping.result.error;
-        leapt += leaping.leapt;
-        ASSERT_EQ(leaping.requests, stepped.requests);
-        ASSERT_EQ(leaping.iterations.size(), stepped.iterations.size());
-        for (size_t i = 0; i < stepped.iterations.size(); ++i) {
-          ASSERT_TRUE(key(leaping.iterations[i]) == key(stepped.iterations[i]));
-        }
+        expect_leaps_as_it_steps(all[w], policy, o, leapt);
+        if (HasFatalFailure()) return;
       }
     }
   }
@@ -211,17 +220,8 @@ TEST(LeapBlockSizes, EveryBlockSizeGivesTheResultsOfStepping) {
                      std::to_string(tokens));
         SimOptions o = generated_options(tokens < 0 ? -1 : tokens / block_size, 1);
         o.block_size = block_size;
-        const Outcome stepped = simulate(all[0], policy, "", o, false);
-        const Outcome leaping = simulate(all[0], policy, "", o, true);
-        ASSERT_EQ(stepped.result.outcome, RunOutcome::kDone) << stepped.result.error;
-        ASSERT_EQ(leaping.result.outcome, RunOutcome::kDone) << leaping.result.error;
-        leapt += leaping.leapt;
-        ASSERT_EQ(leaping.requests, stepped.requests);
-        ASSERT_EQ(leaping.iterations.size(), stepped.iterations.size());
-        for (size_t i = 0; i < stepped.iterations.size(); ++i) {
-          ASSERT_TRUE(key(leaping.iterations[i]) == key(stepped.iterations[i]))
-              << "replica " << stepped.iterations[i].replica << " step " << stepped.iterations[i].step;
-        }
+        expect_leaps_as_it_steps(all[0], policy, o, leapt);
+        if (HasFatalFailure()) return;
       }
       EXPECT_GT(leapt, 0) << name << " block_size=" << block_size;
     }
