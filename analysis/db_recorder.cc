@@ -290,11 +290,8 @@ void DbRecorder::hand_over() {
   std::unique_lock<std::mutex> lock(mutex_);
   changed_.wait(lock, [this] { return handed_.size() < kChunksAhead; });
   handed_.push_back(std::move(chunk_));
-  chunk_ = Chunk{};
-  if (!spare_.empty()) {  // a written chunk's buffers, taken back
-    std::swap(chunk_, spare_.back());
-    spare_.pop_back();
-  }
+  chunk_ = spare_.empty() ? Chunk{} : std::move(spare_.back());  // a written chunk's buffers, back
+  if (!spare_.empty()) spare_.pop_back();
   changed_.notify_all();
 }
 

@@ -148,6 +148,8 @@ class Replica final : public ReplicaView {
   void leave_group(const Sequence* seq);
   void leave_group_from(uint64_t ticket);  // every member that joined with this ticket or later
   void forget_group();
+  // Sets bucket b's bit in occupied_ to whether it holds members.
+  void note_occupancy(size_t b);
   // Members are filed by (num_computed - group_steps_) mod block size, which stays the same as
   // they decode in step: the bucket opens_at_ holds those whose next token opens a block.
   size_t bucket_of(const Sequence* seq) const;

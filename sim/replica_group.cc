@@ -62,11 +62,16 @@ size_t Replica::bucket_of(const Sequence* seq) const {
   return static_cast<size_t>(b < 0 ? b + bs : b);
 }
 
+void Replica::note_occupancy(size_t b) {
+  const uint64_t bit = uint64_t{1} << (b % 64);
+  occupied_[b / 64] = buckets_[b].empty() ? occupied_[b / 64] & ~bit : occupied_[b / 64] | bit;
+}
+
 void Replica::join_group(Sequence* seq) {
   const Request& r = req(seq);
   const size_t b = bucket_of(seq);
   buckets_[b].push_back({tickets_++, seq});
-  occupied_[b / 64] |= uint64_t{1} << (b % 64);
+  note_occupancy(b);
   group_context_ += r.num_computed;
   group_min_left_ = std::min(group_min_left_, r.output_tokens - r.num_output);
   ++group_size_;
@@ -78,7 +83,7 @@ void Replica::leave_group(const Sequence* seq) {
   const auto it = std::find_if(bucket.begin(), bucket.end(), [seq](const Member& m) { return m.seq == seq; });
   assert(it != bucket.end());
   bucket.erase(it);
-  if (bucket.empty()) occupied_[b / 64] &= ~(uint64_t{1} << (b % 64));
+  note_occupancy(b);
   group_context_ -= seq->num_computed;
   --group_size_;  // group_min_left_ stays a lower bound
 }
@@ -92,7 +97,7 @@ void Replica::leave_group_from(uint64_t ticket) {
       --group_size_;
       return true;
     });
-    if (buckets_[b].empty()) occupied_[b / 64] &= ~(uint64_t{1} << (b % 64));
+    note_occupancy(b);
   }
 }
 
@@ -234,11 +239,10 @@ Time Replica::leap(Time horizon) {
     }
     if (n % 64 != 0) touches_.back() &= (uint64_t{1} << (n % 64)) - 1;
   }
-  const bool touching = std::any_of(touches_.begin(), touches_.end(), [](uint64_t w) { return w != 0; });
   // How many iterations after one with opens = b only take their time: the next has opens = b - 1,
-  // and so on down (mod n) to the first bucket that touches.
+  // and so on down (mod n) to the first bucket that touches (there is one: the batch is the group).
+  assert(group_size_ > 0);
   const auto plain_after = [&](size_t b) -> int64_t {
-    if (!touching) return steps;
     const size_t p = b == 0 ? n - 1 : b - 1;
     size_t w = p / 64;
     uint64_t bits = touches_[w] & (p % 64 == 63 ? ~uint64_t{0} : (uint64_t{2} << (p % 64)) - 1);
@@ -260,7 +264,7 @@ Time Replica::leap(Time horizon) {
       t = end;
     }
     if (j < plain_end || j == steps || t >= horizon) break;  // stopped by the time, or at the end
-    const auto back = static_cast<size_t>(plain_end - plain_start);  // some bucket touches: < n
+    const auto back = static_cast<size_t>(plain_end - plain_start);  // at most plain_after(): < n
     assert(back < n);
     opens = opens >= back ? opens - back : opens + n - back;
     // Iteration j allocates.
