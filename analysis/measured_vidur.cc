@@ -29,7 +29,7 @@ Error cell_error(const LineReader& in, size_t field, std::string_view column, st
 }
 
 // A cell of a profile: an integer from lo to hi, or a number >= 0 (a time in ms).
-Result<int64_t> integer_cell(const LineReader& in, const std::vector<std::string>& f, size_t field,
+Result<int64_t> integer_cell(const LineReader& in, std::span<const std::string_view> f, size_t field,
                              std::string_view column, int64_t lo, int64_t hi) {
   std::string_view text = f[field];
   if (text.ends_with(".0")) text.remove_suffix(2);  // pandas writes a float column's integers so
@@ -41,10 +41,10 @@ Result<int64_t> integer_cell(const LineReader& in, const std::vector<std::string
   }
   return v;
 }
-Result<double> ms_cell(const LineReader& in, const std::vector<std::string>& f, size_t field,
+Result<double> ms_cell(const LineReader& in, std::span<const std::string_view> f, size_t field,
                        std::string_view column) {
   double v = 0;
-  const std::string& text = f[field];
+  const std::string_view text = f[field];
   const auto res = std::from_chars(text.data(), text.data() + text.size(), v);
   if (res.ec != std::errc() || res.ptr != text.data() + text.size() || !std::isfinite(v) || v < 0 || v > 1e9) {
     return cell_error(in, field, column, "expected a time in ms from 0 to 1e9, got '" + printable(text) + "'");
@@ -101,7 +101,7 @@ Result<LinearProfile> read_mlp(const std::string& path, const ModelSpec& model, 
   if (!tp_at.ok()) return tp_at.error();
 
   LinearProfile out;
-  Status s = for_each_csv_row(in, h, 0, [&](const std::vector<std::string>& f) -> Status {
+  Status s = for_each_csv_row(in, h, 0, [&](std::span<const std::string_view> f) -> Status {
     Result<int64_t> degree = integer_cell(in, f, tp_at.value(), "num_tensor_parallel_workers", 1, 4096);
     if (!degree.ok()) return degree.error();
     out.degrees.insert(degree.value());
@@ -162,8 +162,8 @@ Result<std::map<AttentionShape, Mean>> read_attention(const std::string& path) {
     at[k] = a.value();
   }
   std::map<AttentionShape, Mean> out;
-  Status s = for_each_csv_row(in, header.value(), 0, [&](const std::vector<std::string>& f) -> Status {
-    const std::string& kind = f[at[0]];
+  Status s = for_each_csv_row(in, header.value(), 0, [&](std::span<const std::string_view> f) -> Status {
+    const std::string_view kind = f[at[0]];
     if (kind != "decode" && kind != "prefill") {
       return cell_error(in, at[0], "kind", "expected decode or prefill, got '" + printable(kind) + "'");
     }

@@ -78,17 +78,24 @@ TEST(LineReader, LinesAcrossChunksComeBackWhole) {
     if (i + 1 == lines.size()) break;
     text += lines[i] == "crlf" ? "\r\n" : "\n";
   }
-  auto opened = LineReader::open(write_temp("lines.txt", text));
-  ASSERT_TRUE(opened.ok());
-  LineReader& in = opened.value();
-  std::string line;
-  for (size_t i = 0; i < lines.size(); ++i) {
-    ASSERT_TRUE(in.next(line)) << i;
-    ASSERT_EQ(line, lines[i]) << i;
-    ASSERT_EQ(in.line_number(), static_cast<int32_t>(i + 1));
+  // With a byte-order mark, which line 1 (empty) comes back without.
+  const std::string lines_path = write_temp("lines.txt", "\xEF\xBB\xBF" + text);
+  // Read into strings, and as views (of the reader's chunk, or gathered where a line crosses one).
+  for (const bool views : {false, true}) {
+    auto opened = LineReader::open(lines_path);
+    ASSERT_TRUE(opened.ok());
+    LineReader& in = opened.value();
+    std::string line;
+    std::string_view view;
+    for (size_t i = 0; i < lines.size(); ++i) {
+      ASSERT_TRUE(views ? in.next(view) : in.next(line)) << i;
+      ASSERT_EQ(views ? view : std::string_view(line), lines[i]) << i << (views ? " (view)" : "");
+      ASSERT_EQ(in.line_number(), static_cast<int32_t>(i + 1));
+    }
+    EXPECT_FALSE(views ? in.next(view) : in.next(line));
+    EXPECT_TRUE(in.status().ok());
   }
-  EXPECT_FALSE(in.next(line));
-  EXPECT_TRUE(in.status().ok());
+  std::string line;
 
   const std::string path = write_temp("long.txt", "ok\n" + std::string(kMaxLineBytes + 1, 'z') + "\nafter\n");
   auto long_line = LineReader::open(path);
@@ -106,6 +113,26 @@ TEST(SplitCsv, QuotesCommasAndSpaces) {
   ASSERT_TRUE(split_csv("", f));
   EXPECT_EQ(f, (std::vector<std::string>{""}));
   EXPECT_FALSE(split_csv(R"(a,"b)", f));
+}
+
+// Split into views, a line without quotes gives pieces of itself; with quotes, the unquoted text.
+// Either way the fields are split_csv's.
+TEST(SplitCsv, ViewsGiveTheSameFields) {
+  std::vector<std::string> unquoted, expected;
+  std::vector<std::string_view> views;
+  for (const std::string_view line :
+       {std::string_view(" a ,b\t, c,,"), std::string_view(""), std::string_view("0.5,10,3"),
+        std::string_view(R"( a ,"b, c","say ""hi""",,"")"), std::string_view(",")}) {
+    ASSERT_TRUE(split_csv(line, expected));
+    ASSERT_TRUE(split_csv(line, unquoted, views)) << line;
+    ASSERT_EQ(std::vector<std::string>(views.begin(), views.end()), expected) << line;
+    if (line.find('"') == std::string_view::npos) {
+      for (const std::string_view v : views) {
+        EXPECT_TRUE(v.data() >= line.data() && v.data() + v.size() <= line.data() + line.size()) << line;
+      }
+    }
+  }
+  EXPECT_FALSE(split_csv(R"(a,"b)", unquoted, views));
 }
 
 TEST(CsvTrace, ReadsRowsInFileOrder) {

@@ -92,7 +92,7 @@ Result<std::vector<RequestSpec>> read_azure_trace(const ReplayOptions& options) 
 
   std::vector<RequestSpec> rows;
   WallTime first;
-  auto row = [&](const std::vector<std::string>& fields) -> Status {
+  auto row = [&](std::span<const std::string_view> fields) -> Status {
     const std::optional<WallTime> t = parse_wall_time(fields[col[0]]);
     if (!t) {
       return reader.expected(names[0], "a time YYYY-MM-DD HH:MM:SS.fffffff", fields[col[0]]);

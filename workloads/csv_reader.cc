@@ -39,32 +39,46 @@ bool LineReader::refill() {
   return end_ > 0;
 }
 
-bool LineReader::next(std::string& line) {
+bool LineReader::next(std::string_view& line) {
   if (!status_.ok()) return false;
-  line.clear();
   if (pos_ == end_ && !refill()) return false;
   ++line_number_;
-  while (true) {  // up to the next newline, chunk by chunk
-    const char* from = buf_.data() + pos_;
-    const auto* newline = static_cast<const char*>(std::memchr(from, '\n', end_ - pos_));
-    const size_t take = newline != nullptr ? static_cast<size_t>(newline - from) : end_ - pos_;
-    if (line.size() + take > kMaxLineBytes) {
-      status_ = error("line longer than " + std::to_string(kMaxLineBytes) + " bytes; is this a trace file?");
-      return false;
+  const char* from = buf_.data() + pos_;
+  if (const auto* newline = static_cast<const char*>(std::memchr(from, '\n', end_ - pos_))) {
+    line = std::string_view(from, static_cast<size_t>(newline - from));  // in the chunk: no copy
+    pos_ += line.size() + 1;
+  } else {  // the line runs on into the next chunks: gathered in carry_
+    carry_.clear();
+    while (true) {
+      from = buf_.data() + pos_;
+      const auto* nl = static_cast<const char*>(std::memchr(from, '\n', end_ - pos_));
+      const size_t take = nl != nullptr ? static_cast<size_t>(nl - from) : end_ - pos_;
+      if (carry_.size() + take > kMaxLineBytes) {
+        status_ = error("line longer than " + std::to_string(kMaxLineBytes) + " bytes; is this a trace file?");
+        return false;
+      }
+      carry_.append(from, take);
+      pos_ += take;
+      if (nl != nullptr) {
+        ++pos_;
+        break;
+      }
+      if (!refill()) break;  // the last line, without a newline
     }
-    line.append(from, take);
-    pos_ += take;
-    if (newline != nullptr) {
-      ++pos_;
-      break;
-    }
-    if (!refill()) break;  // the last line, without a newline
+    line = carry_;
   }
-  if (!line.empty() && line.back() == '\r') line.pop_back();
+  if (line.ends_with('\r')) line.remove_suffix(1);
   if (line_number_ == 1) {
-    if (line.starts_with("\xEF\xBB\xBF")) line.erase(0, 3);
+    if (line.starts_with("\xEF\xBB\xBF")) line.remove_prefix(3);
     start_ = chunk_start_ + pos_;
   }
+  return true;
+}
+
+bool LineReader::next(std::string& line) {
+  std::string_view view;
+  if (!next(view)) return false;
+  line.assign(view);
   return true;
 }
 
@@ -151,6 +165,23 @@ bool split_csv(std::string_view line, std::vector<std::string>& fields) {
   }
 }
 
+bool split_csv(std::string_view line, std::vector<std::string>& unquoted,
+               std::vector<std::string_view>& fields) {
+  fields.clear();
+  if (line.find('"') != std::string_view::npos) {  // quotes to take off: their fields are new text
+    if (!split_csv(line, unquoted)) return false;
+    fields.assign(unquoted.begin(), unquoted.end());
+    return true;
+  }
+  for (size_t start = 0;;) {  // no quotes: every field is a piece of the line
+    const size_t comma = line.find(',', start);
+    const size_t end = comma == std::string_view::npos ? line.size() : comma;
+    fields.push_back(trim(line.substr(start, end - start)));
+    if (comma == std::string_view::npos) return true;
+    start = comma + 1;
+  }
+}
+
 Result<CsvHeader> CsvHeader::read(LineReader& in) {
   CsvHeader header;
   header.path_ = in.path();
@@ -189,13 +220,14 @@ std::string CsvHeader::list() const {
 }
 
 Status for_each_csv_row(LineReader& in, const CsvHeader& header, int64_t limit,
-                        const std::function<Status(const std::vector<std::string>&)>& row) {
-  std::string line;
-  std::vector<std::string> fields;
+                        const std::function<Status(std::span<const std::string_view>)>& row) {
+  std::string_view line;
+  std::vector<std::string> unquoted;
+  std::vector<std::string_view> fields;
   int64_t rows = 0;
   while ((limit == 0 || rows < limit) && in.next(line)) {
     if (is_blank(line)) continue;
-    if (!split_csv(line, fields)) return in.error("malformed CSV row: unclosed quote");
+    if (!split_csv(line, unquoted, fields)) return in.error("malformed CSV row: unclosed quote");
     if (fields.size() != header.size()) {
       return in.error("expected " + std::to_string(header.size()) + " fields, as in the header, got " +
                       std::to_string(fields.size()));

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <fstream>
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,6 +34,9 @@ class LineReader {
   // Returns false at the end of the file, or on a line longer than kMaxLineBytes or a read error;
   // status() tells which. `line` is then unspecified.
   bool next(std::string& line);
+  // The same, as a view of the line that stays valid until the next call: of the reader's buffer
+  // where the line lies whole in it (no copy), else of a string the reader gathers it in.
+  bool next(std::string_view& line);
   // Ok, or why next() stopped before the end of the file ("PATH:LINE: line longer than ...").
   const Status& status() const { return status_; }
 
@@ -58,6 +62,7 @@ class LineReader {
   std::ifstream in_;
   std::vector<char> buf_;  // the file, a chunk at a time: buf_[pos_, end_) is not read yet
   size_t pos_ = 0, end_ = 0;
+  std::string carry_;  // a line that runs past the end of buf_, gathered
   uint64_t chunk_start_ = 0;  // the file offset of buf_[0]
   uint64_t start_ = 0;        // the offset of the line after the first (rows_expected)
   int32_t line_number_ = 0;
@@ -75,6 +80,10 @@ bool is_blank(std::string_view line);
 // A field in double quotes may hold commas, and "" inside it stands for one quote. Spaces and tabs
 // around a field are removed. Returns false when a quoted field is not closed.
 bool split_csv(std::string_view line, std::vector<std::string>& fields);
+// The same into views: of `line` itself when it holds no quote (no copy), else of `unquoted`,
+// where the fields are written without their quotes. Valid while both are.
+bool split_csv(std::string_view line, std::vector<std::string>& unquoted,
+               std::vector<std::string_view>& fields);
 
 // The column names of a CSV trace, read from its first line.
 class CsvHeader {
@@ -102,7 +111,7 @@ class CsvHeader {
 // or an unclosed quote. If the file has no data row at all: "PATH: empty trace (no rows)".
 // `in` must have just read the header.
 Status for_each_csv_row(LineReader& in, const CsvHeader& header, int64_t limit,
-                        const std::function<Status(const std::vector<std::string>&)>& row);
+                        const std::function<Status(std::span<const std::string_view>)>& row);
 
 // A token count: an integer >= 1 that fits int32_t. A trailing ".0" (as pandas writes integers of
 // a float column) is accepted. Errors name `column` and the text as written.

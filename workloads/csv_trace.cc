@@ -47,7 +47,7 @@ Result<std::vector<RequestSpec>> read_csv_trace(const ReplayOptions& options) {
 
   std::vector<RequestSpec> rows;
   std::unordered_map<std::string, int32_t> id_lines;  // only with an id column: id -> its line
-  auto row = [&](const std::vector<std::string>& fields) -> Status {
+  auto row = [&](std::span<const std::string_view> fields) -> Status {
     auto arrival = parse_seconds(reader, names.arrival, fields[col[0]]);
     if (!arrival) return arrival.error();
     auto prompt = parse_token_count(reader, names.prompt_tokens, fields[col[1]]);
@@ -68,7 +68,7 @@ Result<std::vector<RequestSpec>> read_csv_trace(const ReplayOptions& options) {
     }
     std::string id = "r" + std::to_string(rows.size());
     if (id_col.value()) {
-      id = fields[*id_col.value()];
+      id.assign(fields[*id_col.value()]);
       if (id.empty()) return reader.expected(names.id, "a non-empty id", id);
       const auto [it, inserted] = id_lines.emplace(id, reader.line_number());
       if (!inserted) {
