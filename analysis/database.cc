@@ -76,7 +76,7 @@ const std::array<TableSchema, 9>& schema() {
         {"seqs_max", "INTEGER", 4}, {"waiting_max", "INTEGER", 4}, {"kv_blocks_mean", "REAL", 4},
         {"kv_blocks_max", "INTEGER", 4}, {"kv_blocks_total", "INTEGER", 4},
         {"preemptions", "INTEGER", 4}},
-       "run_id, replica, bucket", 4, false, true},
+       "run_id, bucket, replica", 4, false, true},
       {"distributions",
        {{"run_id", "INTEGER", 5}, {"metric", "TEXT", 5}, {"quantile", "REAL", 5}, {"value", "REAL", 5}},
        "run_id, metric, quantile", 5, false, true},

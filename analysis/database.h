@@ -39,6 +39,9 @@ namespace servesim {
 // latter with one more column per swept key). Older databases are upgraded the same way.
 // 4: the timeline table: per replica and time bucket (log_resolution seconds), the iterations that
 // started in it, summed (iterations, busy seconds, tokens) or their extremes (running, waiting, KV).
+// PRIMARY KEY (run_id, bucket, replica): rows come in about time order, so each goes in at the end
+// of the table. (Databases made before this was so have the key (run_id, replica, bucket): the same
+// rows, unique the same way, only stored in another order.)
 // 5: the distributions table: distributions(run_id, metric, quantile, value), PRIMARY KEY (run_id,
 // metric, quantile): each latency's value (seconds) at the quantiles of quantile_grid()
 // (analysis/metrics.h), written with the metrics, so that CDFs can be drawn at every log level.

@@ -7,21 +7,6 @@
 namespace servesim {
 namespace {
 
-constexpr const char* kInsertRequest =
-    "INSERT INTO requests(run_id, id, replica, arrival, scheduled, first_token, finished, "
-    "prompt_tokens, output_tokens, cached_tokens, preemptions, status, reason, priority) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
-constexpr const char* kInsertIteration =
-    "INSERT INTO iterations(run_id, replica, step, start, duration, num_seqs, prefill_tokens, "
-    "decode_tokens, kv_blocks_used, kv_blocks_total, predicted) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
-constexpr const char* kInsertTimeline =
-    "INSERT OR REPLACE INTO timeline(run_id, replica, bucket, start, iterations, busy, prefill_tokens, "
-    "decode_tokens, emitted, seqs_max, waiting_max, kv_blocks_mean, kv_blocks_max, kv_blocks_total, "
-    "preemptions) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
-constexpr const char* kInsertTransfer =
-    "INSERT INTO transfers(run_id, request_id, prefill_replica, decode_replica, tokens, bytes, ready, "
-    "reserved, started, arrived) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 constexpr const char* kInsertMetric =
     "INSERT OR REPLACE INTO metrics(run_id, name, value) VALUES (?, ?, ?)";
 constexpr const char* kInsertQuantile =
@@ -29,15 +14,6 @@ constexpr const char* kInsertQuantile =
 constexpr const char* kEndRun =
     "UPDATE runs SET status = ?, finished_at = ?, wall_seconds = ?, error = ?, overloaded = ?, "
     "gpus = ? WHERE id = ?";
-
-// Binds a time in seconds, or NULL for -1 (not happened) and kNever (beyond the horizon).
-void bind_time(sqlite3_stmt* stmt, int index, Time t) {
-  if (t < 0 || t == kNever) {
-    sqlite3_bind_null(stmt, index);
-  } else {
-    sqlite3_bind_double(stmt, index, to_seconds(t));
-  }
-}
 
 void bind_text(sqlite3_stmt* stmt, int index, const std::string& s) {
   sqlite3_bind_text(stmt, index, s.data(), static_cast<int>(s.size()), SQLITE_STATIC);
@@ -48,15 +24,6 @@ void bind_text_or_null(sqlite3_stmt* stmt, int index, const std::string& s) {
     sqlite3_bind_null(stmt, index);
   } else {
     bind_text(stmt, index, s);
-  }
-}
-
-// Binds a count, or NULL for -1 (unlimited, unknown).
-void bind_count(sqlite3_stmt* stmt, int index, int64_t n) {
-  if (n < 0) {
-    sqlite3_bind_null(stmt, index);
-  } else {
-    sqlite3_bind_int64(stmt, index, n);
   }
 }
 
@@ -86,26 +53,14 @@ LogLevel parse_log_level(const std::string& name) {
 DbRecorder::DbRecorder(Database& db, int64_t run_id, const MetricsAccumulator& metrics,
                        LogLevel level, double resolution, bool background)
     : db_(db), run_id_(run_id), metrics_(metrics), started_(std::chrono::steady_clock::now()),
-      level_(level), resolution_(resolution > 0 ? resolution : 1.0), timeline_(resolution_),
+      level_(level), resolution_(resolution > 0 ? resolution : 1.0), timeline_(resolution_), rows_(resolution_),
       background_(background) {
-  if (sqlite3_prepare_v2(db_.handle(), kInsertRequest, -1, &insert_request_, nullptr) !=
-          SQLITE_OK ||
-      sqlite3_prepare_v2(db_.handle(), kInsertIteration, -1, &insert_iteration_, nullptr) !=
-          SQLITE_OK ||
-      sqlite3_prepare_v2(db_.handle(), kInsertTimeline, -1, &insert_timeline_, nullptr) !=
-          SQLITE_OK ||
-      sqlite3_prepare_v2(db_.handle(), kInsertTransfer, -1, &insert_transfer_, nullptr) != SQLITE_OK) {
-    fail("preparing inserts");
-  }
+  if (!rows_.prepare(db_.handle()).ok()) fail("preparing inserts");
 }
 
 DbRecorder::~DbRecorder() {
   drain();
   if (in_transaction_) commit();
-  sqlite3_finalize(insert_request_);
-  sqlite3_finalize(insert_iteration_);
-  sqlite3_finalize(insert_timeline_);
-  sqlite3_finalize(insert_transfer_);
 }
 
 void DbRecorder::fail(const std::string& what) {
@@ -134,43 +89,22 @@ void DbRecorder::commit() {
   }
 }
 
-void DbRecorder::write_row(sqlite3_stmt* stmt) {
-  const int rc = sqlite3_step(stmt);
-  if (rc != SQLITE_DONE) {
-    fail(stmt == insert_request_     ? "requests"
-         : stmt == insert_iteration_ ? "iterations"
-         : stmt == insert_timeline_  ? "timeline"
-         : stmt == insert_transfer_  ? "transfers"
-                                     : "row");
-  }
-  sqlite3_reset(stmt);
-  if (++rows_in_transaction_ >= kRowsPerTransaction) {
+void DbRecorder::store(RunRows::Table table) {
+  const size_t rows = rows_.shown(table);
+  if (rows == 0) return;
+  begin();
+  if (!write_error_.empty()) return;
+  sqlite3_stmt* insert = rows_.insert(table);
+  sqlite3_bind_int64(insert, 1, run_id_);
+  if (sqlite3_step(insert) != SQLITE_DONE) fail(RunRows::name(table));
+  sqlite3_reset(insert);
+  rows_in_transaction_ += static_cast<int64_t>(rows);
+  if (write_error_.empty() && rows_in_transaction_ >= kRowsPerTransaction) {
     commit();
     // Copies what was just committed from the write-ahead log into the database file now, on the
     // writer's thread, rather than all of it when the database closes, after the run.
     (void)sqlite3_wal_checkpoint_v2(db_.handle(), nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
   }
-}
-
-void DbRecorder::write_bucket(int32_t replica, const TimelineBucket& b) {
-  begin();
-  sqlite3_stmt* s = insert_timeline_;
-  sqlite3_bind_int64(s, 1, run_id_);
-  sqlite3_bind_int(s, 2, replica);
-  sqlite3_bind_int64(s, 3, b.index);
-  sqlite3_bind_double(s, 4, static_cast<double>(b.index) * resolution_);
-  sqlite3_bind_int64(s, 5, b.iterations);
-  sqlite3_bind_double(s, 6, to_seconds(b.busy));
-  sqlite3_bind_int64(s, 7, b.prefill);
-  sqlite3_bind_int64(s, 8, b.decode);
-  sqlite3_bind_int64(s, 9, b.emitted);
-  sqlite3_bind_int64(s, 10, b.seqs_max);
-  sqlite3_bind_int64(s, 11, b.waiting_max);
-  sqlite3_bind_double(s, 12, b.kv_mean());
-  sqlite3_bind_int64(s, 13, b.kv_max);
-  bind_count(s, 14, b.kv_total);
-  sqlite3_bind_int64(s, 15, b.preemptions);
-  write_row(s);
 }
 
 void DbRecorder::on_iteration(const IterationRecord& it, std::span<const BatchItem> /*items*/) {
@@ -190,94 +124,31 @@ void DbRecorder::on_decode_steps(const DecodeSteps& steps) {
   if (chunk_.size() >= kRowsPerChunk) hand_over();
 }
 
-void DbRecorder::write_iteration(const IterationRecord& it) {
-  begin();
-  sqlite3_stmt* s = insert_iteration_;
-  sqlite3_bind_int64(s, 1, run_id_);
-  sqlite3_bind_int(s, 2, it.replica);
-  sqlite3_bind_int64(s, 3, it.step);
-  sqlite3_bind_double(s, 4, to_seconds(it.start));
-  sqlite3_bind_double(s, 5, to_seconds(it.duration));
-  sqlite3_bind_int(s, 6, it.num_seqs);
-  sqlite3_bind_int64(s, 7, it.prefill_tokens);
-  sqlite3_bind_int64(s, 8, it.decode_tokens);
-  sqlite3_bind_int64(s, 9, it.kv_blocks_used);
-  bind_count(s, 10, it.kv_blocks_total);
-  bind_time(s, 11, it.predicted);
-  write_row(s);
-}
-
 void DbRecorder::on_request(const Request& r) {
   if (failed() || level_ < LogLevel::kRequests) return;
-  chunk_.requests.push_back(RequestRow{r.spec ? r.spec->id : "r" + std::to_string(r.index), r.replica,
+  chunk_.requests.push_back(RunRows::RequestRow{r.spec ? r.spec->id : "r" + std::to_string(r.index), r.replica,
                                        r.arrival, r.scheduled, r.first_token, r.finished,
                                        r.prompt_tokens, r.num_output, r.cached_tokens, r.preemptions,
                                        r.priority, status_name(r), r.reason});
   if (chunk_.size() >= kRowsPerChunk) hand_over();
 }
 
-void DbRecorder::write_request(const RequestRow& r) {
-  begin();
-  sqlite3_stmt* s = insert_request_;
-  sqlite3_bind_int64(s, 1, run_id_);
-  bind_text(s, 2, r.id);
-  bind_count(s, 3, r.replica);
-  bind_time(s, 4, r.arrival);
-  bind_time(s, 5, r.scheduled);
-  bind_time(s, 6, r.first_token);
-  bind_time(s, 7, r.finished);
-  sqlite3_bind_int(s, 8, r.prompt_tokens);
-  sqlite3_bind_int(s, 9, r.output_tokens);
-  sqlite3_bind_int(s, 10, r.cached_tokens);
-  sqlite3_bind_int(s, 11, r.preemptions);
-  sqlite3_bind_text(s, 12, r.status, -1, SQLITE_STATIC);
-  bind_text_or_null(s, 13, r.reason);
-  sqlite3_bind_int(s, 14, r.priority);
-  write_row(s);
-}
-
 void DbRecorder::on_transfer(const TransferRecord& t) {
   if (failed() || level_ < LogLevel::kRequests) return;
   const Request& r = *t.request;
-  chunk_.transfers.push_back(TransferRow{r.spec ? r.spec->id : "r" + std::to_string(r.index), t.prefill_replica,
+  chunk_.transfers.push_back(RunRows::TransferRow{r.spec ? r.spec->id : "r" + std::to_string(r.index), t.prefill_replica,
                                          t.decode_replica, t.tokens, t.bytes, t.ready, t.reserved, t.start, t.end});
   if (chunk_.size() >= kRowsPerChunk) hand_over();
 }
 
-void DbRecorder::write_transfer(const TransferRow& t) {
-  begin();
-  sqlite3_stmt* s = insert_transfer_;
-  sqlite3_bind_int64(s, 1, run_id_);
-  bind_text(s, 2, t.request_id);
-  sqlite3_bind_int(s, 3, t.prefill_replica);
-  sqlite3_bind_int(s, 4, t.decode_replica);
-  sqlite3_bind_int64(s, 5, t.tokens);
-  sqlite3_bind_double(s, 6, t.bytes);
-  bind_time(s, 7, t.ready);
-  bind_time(s, 8, t.reserved);
-  bind_time(s, 9, t.started);
-  bind_time(s, 10, t.arrived);
-  write_row(s);
-}
-
 void DbRecorder::write_chunk(Chunk& chunk) {
   // Within a chunk, tables one after the other: the order of rows across tables means nothing.
-  for (const RequestRow& r : chunk.requests) {
-    if (!write_error_.empty()) break;
-    write_request(r);
-  }
-  for (const auto& [replica, bucket] : chunk.timeline) {
-    if (!write_error_.empty()) break;
-    write_bucket(replica, bucket);
-  }
-  for (const IterationRecord& it : chunk.iterations) {
-    if (!write_error_.empty()) break;
-    write_iteration(it);
-  }
-  for (const TransferRow& t : chunk.transfers) {
-    if (!write_error_.empty()) break;
-    write_transfer(t);
-  }
+  rows_.show(std::span<const RunRows::RequestRow>(chunk.requests));
+  rows_.show(std::span<const IterationRecord>(chunk.iterations));
+  rows_.show(std::span<const RunRows::TimelineRow>(chunk.timeline));
+  rows_.show(std::span<const RunRows::TransferRow>(chunk.transfers));
+  for (int t = 0; t < RunRows::kTables; ++t) store(static_cast<RunRows::Table>(t));
+  rows_.show_none();
   chunk.clear();
 }
 
@@ -334,10 +205,9 @@ void DbRecorder::on_run_end(RunOutcome outcome, const std::string& error) {
   if (!write_error_.empty()) final_metrics_.clear();  // the run failed: no metrics
   TimelineBuckets::Completed last;
   timeline_.finish(last);
-  for (const auto& [replica, bucket] : last) {
-    if (!write_error_.empty()) break;
-    write_bucket(replica, bucket);
-  }
+  rows_.show(std::span<const RunRows::TimelineRow>(last));
+  store(RunRows::kTimeline);
+  rows_.show_none();
   if (write_error_.empty()) {
     begin();
     // Each row through one prepared statement; the first failure stops the table and is reported.

@@ -28,6 +28,7 @@
 
 #include "analysis/database.h"
 #include "analysis/metrics.h"
+#include "analysis/run_rows.h"
 #include "analysis/timeline_buckets.h"
 #include "sim/recorder.h"
 
@@ -79,8 +80,6 @@ class DbRecorder : public Recorder {
   const std::vector<Metric>& final_metrics() const { return final_metrics_; }
 
  private:
-  // Steps a bound statement and resets it; counts the row and commits every kRowsPerTransaction.
-  void write_row(sqlite3_stmt* stmt);
   // Records the first failure and stops writing.
   void fail(const std::string& what);
   void begin();
@@ -90,35 +89,19 @@ class DbRecorder : public Recorder {
   static constexpr size_t kRowsPerChunk = 8192;
   static constexpr size_t kChunksAhead = 4;
 
-  // Rows waiting to be written, in the order they came.
-  struct RequestRow {
-    std::string id;
-    int32_t replica;
-    Time arrival, scheduled, first_token, finished;
-    int32_t prompt_tokens, output_tokens, cached_tokens, preemptions, priority;
-    const char* status;
-    std::string reason;
-  };
-  struct TransferRow {
-    std::string request_id;
-    int32_t prefill_replica, decode_replica;
-    int64_t tokens;
-    double bytes;
-    Time ready, reserved, started, arrived;
-  };
   struct Chunk;
   void write_chunk(Chunk& chunk);  // on the writer thread (or the caller's, without one)
   void hand_over();                // gives chunk_ to the writer, waiting while it is busy
   void drain();                    // writes everything gathered and stops the writer
   void writer_loop();
   bool failed() const { return failed_.load(std::memory_order_relaxed); }
+  // Stores the rows that rows_ shows of `table`, by one statement; counts them and commits every
+  // kRowsPerTransaction. A failure is the run's write error.
+  void store(RunRows::Table table);
   Database& db_;
   const int64_t run_id_;
   const MetricsAccumulator& metrics_;
   const std::chrono::steady_clock::time_point started_;
-  sqlite3_stmt* insert_request_ = nullptr;
-  sqlite3_stmt* insert_iteration_ = nullptr;
-  sqlite3_stmt* insert_transfer_ = nullptr;
   bool in_transaction_ = false;
   bool ended_ = false;
   int64_t rows_in_transaction_ = 0;
@@ -126,18 +109,15 @@ class DbRecorder : public Recorder {
   const LogLevel level_;
   const double resolution_;
   TimelineBuckets timeline_;
-  sqlite3_stmt* insert_timeline_ = nullptr;
-  void write_bucket(int32_t replica, const TimelineBucket& b);
-  void write_request(const RequestRow& r);
-  void write_iteration(const IterationRecord& it);
-  void write_transfer(const TransferRow& t);
+  RunRows rows_;  // each table's rows go in by one statement per chunk
   std::vector<Metric> final_metrics_;
 
+  // Rows waiting to be written, in the order they came.
   struct Chunk {
-    std::vector<RequestRow> requests;
+    std::vector<RunRows::RequestRow> requests;
     TimelineBuckets::Completed timeline;
     std::vector<IterationRecord> iterations;
-    std::vector<TransferRow> transfers;
+    std::vector<RunRows::TransferRow> transfers;
     size_t size() const { return requests.size() + timeline.size() + iterations.size() + transfers.size(); }
     void clear() {
       requests.clear();
