@@ -53,8 +53,8 @@ LogLevel parse_log_level(const std::string& name) {
 DbRecorder::DbRecorder(Database& db, int64_t run_id, const MetricsAccumulator& metrics,
                        LogLevel level, double resolution, bool background)
     : db_(db), run_id_(run_id), metrics_(metrics), started_(std::chrono::steady_clock::now()),
-      level_(level), resolution_(resolution > 0 ? resolution : 1.0), timeline_(resolution_), rows_(resolution_),
-      background_(background) {
+      level_(level), resolution_(resolution > 0 ? resolution : 1.0), timeline_(resolution_),
+      rows_(resolution_), background_(background) {
   if (!rows_.prepare(db_.handle()).ok()) fail("preparing inserts");
 }
 
@@ -126,18 +126,19 @@ void DbRecorder::on_decode_steps(const DecodeSteps& steps) {
 
 void DbRecorder::on_request(const Request& r) {
   if (failed() || level_ < LogLevel::kRequests) return;
-  chunk_.requests.push_back(RunRows::RequestRow{r.spec ? r.spec->id : "r" + std::to_string(r.index), r.replica,
-                                       r.arrival, r.scheduled, r.first_token, r.finished,
-                                       r.prompt_tokens, r.num_output, r.cached_tokens, r.preemptions,
-                                       r.priority, status_name(r), r.reason});
+  chunk_.requests.push_back(RunRows::RequestRow{
+      r.spec ? r.spec->id : "r" + std::to_string(r.index), r.replica, r.arrival, r.scheduled,
+      r.first_token, r.finished, r.prompt_tokens, r.num_output, r.cached_tokens, r.preemptions,
+      r.priority, status_name(r), r.reason});
   if (chunk_.size() >= kRowsPerChunk) hand_over();
 }
 
 void DbRecorder::on_transfer(const TransferRecord& t) {
   if (failed() || level_ < LogLevel::kRequests) return;
   const Request& r = *t.request;
-  chunk_.transfers.push_back(RunRows::TransferRow{r.spec ? r.spec->id : "r" + std::to_string(r.index), t.prefill_replica,
-                                         t.decode_replica, t.tokens, t.bytes, t.ready, t.reserved, t.start, t.end});
+  chunk_.transfers.push_back(RunRows::TransferRow{r.spec ? r.spec->id : "r" + std::to_string(r.index),
+                                                  t.prefill_replica, t.decode_replica, t.tokens, t.bytes,
+                                                  t.ready, t.reserved, t.start, t.end});
   if (chunk_.size() >= kRowsPerChunk) hand_over();
 }
 
