@@ -1,7 +1,6 @@
 #include "analysis/db_recorder.h"
 
-#include <algorithm>
-#include <cmath>
+#include <utility>
 #include <vector>
 
 namespace servesim {
@@ -53,8 +52,8 @@ LogLevel parse_log_level(const std::string& name) {
 DbRecorder::DbRecorder(Database& db, int64_t run_id, const MetricsAccumulator& metrics,
                        LogLevel level, double resolution, bool background)
     : db_(db), run_id_(run_id), metrics_(metrics), started_(std::chrono::steady_clock::now()),
-      level_(level), resolution_(resolution > 0 ? resolution : 1.0), timeline_(resolution_),
-      rows_(resolution_), background_(background) {
+      level_(level), timeline_(resolution > 0 ? resolution : 1.0), rows_(timeline_.resolution()),
+      background_(background) {
   if (!rows_.prepare(db_.handle()).ok()) fail("preparing inserts");
 }
 

@@ -107,7 +107,6 @@ class DbRecorder : public Recorder {
   int64_t rows_in_transaction_ = 0;
   std::string write_error_;
   const LogLevel level_;
-  const double resolution_;
   TimelineBuckets timeline_;
   RunRows rows_;  // each table's rows go in by one statement per chunk
   std::vector<Metric> final_metrics_;

@@ -25,7 +25,7 @@ const RowSource& rows_of(sqlite3_vtab_cursor* cursor) {
   return *reinterpret_cast<Table*>(cursor->pVtab)->source->rows;
 }
 
-int connect(sqlite3* db, void* aux, int /*argc*/, const char* const* /*argv*/, sqlite3_vtab** out,
+int table_connect(sqlite3* db, void* aux, int /*argc*/, const char* const* /*argv*/, sqlite3_vtab** out,
             char** /*error*/) {
   const auto* source = static_cast<const Source*>(aux);
   if (const int rc = sqlite3_declare_vtab(db, source->declaration.c_str()); rc != SQLITE_OK) return rc;
@@ -36,50 +36,50 @@ int connect(sqlite3* db, void* aux, int /*argc*/, const char* const* /*argv*/, s
   return SQLITE_OK;
 }
 
-int disconnect(sqlite3_vtab* table) {
+int table_disconnect(sqlite3_vtab* table) {
   delete reinterpret_cast<Table*>(table);
   return SQLITE_OK;
 }
 
 // Every row, in order: no constraint is used.
-int best_index(sqlite3_vtab* /*table*/, sqlite3_index_info* info) {
+int table_best_index(sqlite3_vtab* /*table*/, sqlite3_index_info* info) {
   info->estimatedCost = 1e6;
   return SQLITE_OK;
 }
 
-int open(sqlite3_vtab* /*table*/, sqlite3_vtab_cursor** out) {
+int cursor_open(sqlite3_vtab* /*table*/, sqlite3_vtab_cursor** out) {
   auto* cursor = new (std::nothrow) Cursor{};
   if (cursor == nullptr) return SQLITE_NOMEM;
   *out = &cursor->base;
   return SQLITE_OK;
 }
 
-int close(sqlite3_vtab_cursor* cursor) {
+int cursor_close(sqlite3_vtab_cursor* cursor) {
   delete reinterpret_cast<Cursor*>(cursor);
   return SQLITE_OK;
 }
 
-int filter(sqlite3_vtab_cursor* cursor, int /*index*/, const char* /*index_name*/, int /*argc*/,
+int cursor_filter(sqlite3_vtab_cursor* cursor, int /*index*/, const char* /*index_name*/, int /*argc*/,
            sqlite3_value** /*argv*/) {
   reinterpret_cast<Cursor*>(cursor)->row = 0;
   return SQLITE_OK;
 }
 
-int next(sqlite3_vtab_cursor* cursor) {
+int cursor_next(sqlite3_vtab_cursor* cursor) {
   ++reinterpret_cast<Cursor*>(cursor)->row;
   return SQLITE_OK;
 }
 
-int eof(sqlite3_vtab_cursor* cursor) {
+int cursor_eof(sqlite3_vtab_cursor* cursor) {
   return reinterpret_cast<Cursor*>(cursor)->row >= rows_of(cursor).size() ? 1 : 0;
 }
 
-int column(sqlite3_vtab_cursor* cursor, sqlite3_context* context, int n) {
+int cursor_column(sqlite3_vtab_cursor* cursor, sqlite3_context* context, int n) {
   rows_of(cursor).value(context, reinterpret_cast<Cursor*>(cursor)->row, n);
   return SQLITE_OK;
 }
 
-int rowid(sqlite3_vtab_cursor* cursor, sqlite3_int64* out) {
+int cursor_rowid(sqlite3_vtab_cursor* cursor, sqlite3_int64* out) {
   *out = static_cast<sqlite3_int64>(reinterpret_cast<Cursor*>(cursor)->row);
   return SQLITE_OK;
 }
@@ -88,16 +88,16 @@ int rowid(sqlite3_vtab_cursor* cursor, sqlite3_int64* out) {
 // cannot make one in the database.
 const sqlite3_module kModule = [] {
   sqlite3_module m{};
-  m.xConnect = connect;
-  m.xBestIndex = best_index;
-  m.xDisconnect = disconnect;
-  m.xOpen = open;
-  m.xClose = close;
-  m.xFilter = filter;
-  m.xNext = next;
-  m.xEof = eof;
-  m.xColumn = column;
-  m.xRowid = rowid;
+  m.xConnect = table_connect;
+  m.xBestIndex = table_best_index;
+  m.xDisconnect = table_disconnect;
+  m.xOpen = cursor_open;
+  m.xClose = cursor_close;
+  m.xFilter = cursor_filter;
+  m.xNext = cursor_next;
+  m.xEof = cursor_eof;
+  m.xColumn = cursor_column;
+  m.xRowid = cursor_rowid;
   return m;
 }();
 

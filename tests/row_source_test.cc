@@ -73,10 +73,10 @@ TEST_F(RowSourceTest, InsertSelectStoresTheRowsShown) {
     sqlite3_reset(insert);
   }
   sqlite3_finalize(insert);
+  // n is the key, so the rowid: the rows read back in n's order.
   EXPECT_EQ(rows("SELECT run, n, x, text, typeof(x), typeof(text) FROM t ORDER BY rowid"),
             (std::vector<std::string>{"42|1|-2.25|NULL|real|null", "42|2|1.0e+300|with, comma|real|text",
                                       "42|3|0.5|a|real|text", "42|7|7.0|x|real|text"}));
-  // Stored by n (the key); read back by rowid above, which is n here.
   remove_row_source(db_, "rows_t");
   EXPECT_NE(exec("SELECT * FROM rows_t"), SQLITE_OK);  // gone
 }
