@@ -58,7 +58,9 @@ class ReplicaView {
   // one by one; the policy goes on from that member (and preempts for it). Returns 0, doing
   // nothing, when the group is empty or larger than `max`, when its first member finds no free
   // block, or when this run lists every item (a backend or recorder that needs them, or leap =
-  // false). Costs what the members' KV blocks cost, not an item each.
+  // false). Costs what the members' KV blocks cost, not an item each. The group's members'
+  // num_computed and num_output (and a request's last_token) are brought up to date only when they
+  // leave the group: a policy reads them for running()[returned, ...) only, as the loop does.
   // A policy may drop the group again (Batch::clear) but must not then schedule its members one
   // by one in the same batch. REQUIRES: batch is empty.
   virtual int32_t schedule_decode_group(Batch& batch, int64_t max) = 0;

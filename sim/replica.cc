@@ -156,7 +156,7 @@ void Replica::finish_iteration(Time now) {
   // What is left of the group stays one. So does a group the policy took and then dropped (its
   // members paused for a prefill-only iteration): they did not run. Otherwise, when the members
   // ran one by one, the next iteration looks again.
-  if (batch_.group == 0 && !group_offered_) group_size_ = 0;
+  if (batch_.group == 0 && !group_offered_ && group_size_ > 0) dissolve_group();
   assert(batch_.group > 0 || !group_offered_ ||
          std::none_of(running_.begin(), running_.begin() + static_cast<std::ptrdiff_t>(group_size_),
                       [&](const Sequence* s) { return req(s).last_token == now; }));

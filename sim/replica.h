@@ -103,6 +103,10 @@ class Replica final : public ReplicaView {
   Time wake_at() const { return wake_at_; }
   // Applies the running iteration's results at its end time `now`. REQUIRES: busy()
   void finish_iteration(Time now);
+  // Brings the decode group's members' num_computed, num_output and last_token up to date (they
+  // lag while the group runs; see Sequence::group_ticket), for a reader outside the replica: the
+  // requests logged unfinished when a run stops.
+  void sync_group();
   // Requests still waiting or running (not done, not rejected), and on a decode replica those
   // whose KV waits for blocks here or is moving here.
   size_t outstanding() const { return waiting_.size() + running_.size() + incoming_.size() + receiving_; }
@@ -143,14 +147,19 @@ class Replica final : public ReplicaView {
   void finish_leap(Time now);
   // Whether running request seq may join the decode group (see schedule_decode_group).
   bool decodes_in_step(const Sequence* seq) const;
-  // The decode group's members in and out; forget_group() empties it.
+  // The decode group's members in and out, each brought up to date as it leaves (sync);
+  // dissolve_group() empties it.
   void join_group(Sequence* seq);
-  void leave_group(const Sequence* seq);
+  void leave_group(Sequence* seq);
   void leave_group_from(uint64_t ticket);  // every member that joined with this ticket or later
-  void forget_group();
+  void dissolve_group();
+  // A member's lagging counters brought up to date with the group's steps.
+  void sync(Sequence* seq) const;
+  // A member's num_computed as of now.
+  int64_t computed(const Sequence* seq) const { return seq->num_computed + (group_steps_ - seq->group_synced); }
   // Sets bucket b's bit in occupied_ to whether it holds members.
   void note_occupancy(size_t b);
-  // Members are filed by (num_computed - group_steps_) mod block size, which stays the same as
+  // Members are filed by (computed() - group_steps_) mod block size, which stays the same as
   // they decode in step: the bucket opens_at_ holds those whose next token opens a block.
   size_t bucket_of(const Sequence* seq) const;
   // The members whose block allocations change something when the group computes the token at
@@ -158,7 +167,8 @@ class Replica final : public ReplicaView {
   // whose next token fills one), in running order, into touched_.
   void touched_members(size_t opens);
   // Applies a decode iteration ending at `now` to the decode group's `k` steps (the group ran k
-  // iterations in a row); completes the requests that finished. Returns how many did.
+  // iterations in a row): the group's counts, and the members whose last token it was, which
+  // complete. Returns how many did. Costs what the finishing members cost, not a member each.
   int32_t step_group(Time now, int32_t k);
 
   const int32_t id_;
@@ -194,7 +204,7 @@ class Replica final : public ReplicaView {
   size_t group_size_ = 0;
   bool group_offered_ = false;               // schedule_decode_group gave it to the batch forming
   Time group_end_ = 0;
-  int64_t group_context_ = 0;                // its members' num_computed, summed
+  int64_t group_context_ = 0;                // its members' computed(), summed
   int32_t group_min_left_ = 0;               // at most the fewest tokens a member has left
   int64_t group_steps_ = 0;                  // iterations the group ran, since ever
   size_t opens_at_ = 0;                      // -group_steps_ mod block size: the bucket whose
@@ -205,9 +215,30 @@ class Replica final : public ReplicaView {
   };
   std::vector<std::vector<Member>> buckets_;  // members by bucket_of()
   std::vector<uint64_t> occupied_;           // bit b: whether buckets_[b] holds members
-  uint64_t tickets_ = 0;
+  uint64_t tickets_ = 1;                     // the next member's (0 is none)
+  // The members by the group_steps_ after which they have emitted their last token (finish()),
+  // a min-heap. A member that leaves keeps its entry, which comes back valid when it rejoins with
+  // the same finish (one that ran one iteration one by one does); the others' entries go when they
+  // come to the top, or when the heap is compacted.
+  struct Finish {
+    int64_t step;
+    Sequence* seq;
+  };
+  std::vector<Finish> finishes_;
+  static bool finishes_later(const Finish& a, const Finish& b) { return a.step > b.step; }
+  // The group_steps_ after which member seq has emitted its last token.
+  int64_t finish(const Sequence* seq) const {
+    return seq->group_synced + req(seq).output_tokens - seq->num_output;
+  }
+  bool finish_valid(const Finish& f) const { return f.seq->group_ticket != 0 && finish(f.seq) == f.step; }
+  void pop_finish();        // pops finishes_'s top
+  void compact_finishes();  // drops the entries that are not valid
+  struct Finishing {
+    uint64_t ticket;
+    Sequence* seq;
+  };
   std::vector<Member> touched_;              // see touched_members()
-  std::vector<Request*> finishing_;          // step_group()'s
+  std::vector<Finishing> finishing_;         // step_group()'s
   // Leaps (see leap()); on with grouping_.
   bool leapable_ = false;                    // the batch in flight may be extended
   bool ignores_arrivals_ = false;            // ... past arrivals

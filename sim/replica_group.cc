@@ -57,9 +57,25 @@ bool Replica::decodes_in_step(const Sequence* seq) const {
 }
 
 size_t Replica::bucket_of(const Sequence* seq) const {
+  // computed() - group_steps_, which a member keeps as the group runs and as it syncs.
   const int64_t bs = kv_.block_size();
-  const int64_t b = (seq->num_computed - group_steps_) % bs;
+  const int64_t b = (seq->num_computed - seq->group_synced) % bs;
   return static_cast<size_t>(b < 0 ? b + bs : b);
+}
+
+void Replica::sync(Sequence* seq) const {
+  const int64_t behind = group_steps_ - seq->group_synced;
+  if (behind == 0) return;
+  seq->num_computed += static_cast<int32_t>(behind);
+  seq->num_output += static_cast<int32_t>(behind);
+  req(seq).last_token = group_end_;  // the end of the group's last iteration, which it ran
+  seq->group_synced = group_steps_;
+}
+
+void Replica::sync_group() {
+  for (const auto& bucket : buckets_) {
+    for (const Member& m : bucket) sync(m.seq);
+  }
 }
 
 void Replica::note_occupancy(size_t b) {
@@ -69,21 +85,34 @@ void Replica::note_occupancy(size_t b) {
 
 void Replica::join_group(Sequence* seq) {
   const Request& r = req(seq);
+  assert(seq->group_ticket == 0);
+  const uint64_t ticket = tickets_++;
+  seq->group_ticket = ticket;
+  seq->group_synced = group_steps_;
   const size_t b = bucket_of(seq);
-  buckets_[b].push_back({tickets_++, seq});
+  buckets_[b].push_back({ticket, seq});
   note_occupancy(b);
+  const int32_t left = r.output_tokens - r.num_output;
+  if (seq->group_heaped != group_steps_ + left) {  // else its entry from before is valid again
+    if (finishes_.size() >= 2 * group_size_ + 1024) compact_finishes();
+    finishes_.push_back({group_steps_ + left, seq});
+    std::push_heap(finishes_.begin(), finishes_.end(), finishes_later);
+    seq->group_heaped = group_steps_ + left;
+  }
   group_context_ += r.num_computed;
-  group_min_left_ = std::min(group_min_left_, r.output_tokens - r.num_output);
+  group_min_left_ = std::min(group_min_left_, left);
   ++group_size_;
 }
 
-void Replica::leave_group(const Sequence* seq) {
+void Replica::leave_group(Sequence* seq) {
+  sync(seq);
   const size_t b = bucket_of(seq);
   std::vector<Member>& bucket = buckets_[b];
   const auto it = std::find_if(bucket.begin(), bucket.end(), [seq](const Member& m) { return m.seq == seq; });
   assert(it != bucket.end());
   bucket.erase(it);
   note_occupancy(b);
+  seq->group_ticket = 0;  // its entry in finishes_ stays (see finishes_)
   group_context_ -= seq->num_computed;
   --group_size_;  // group_min_left_ stays a lower bound
 }
@@ -93,6 +122,8 @@ void Replica::leave_group_from(uint64_t ticket) {
   for (size_t b = 0; b < buckets_.size(); ++b) {
     std::erase_if(buckets_[b], [&](const Member& m) {
       if (m.ticket < ticket) return false;
+      sync(m.seq);
+      m.seq->group_ticket = 0;
       group_context_ -= m.seq->num_computed;
       --group_size_;
       return true;
@@ -101,9 +132,17 @@ void Replica::leave_group_from(uint64_t ticket) {
   }
 }
 
-void Replica::forget_group() {
-  for (auto& bucket : buckets_) bucket.clear();
+void Replica::dissolve_group() {
+  for (auto& bucket : buckets_) {
+    for (const Member& m : bucket) {
+      sync(m.seq);
+      m.seq->group_ticket = 0;
+    }
+    bucket.clear();
+  }
   std::fill(occupied_.begin(), occupied_.end(), 0);
+  for (const Finish& f : finishes_) f.seq->group_heaped = -1;
+  finishes_.clear();
   group_size_ = 0;
   group_context_ = 0;
   group_min_left_ = std::numeric_limits<int32_t>::max();
@@ -129,7 +168,7 @@ int32_t Replica::schedule_decode_group(Batch& batch, int64_t max) {
   // and emitted their last token with it (those that were just prefilled, when it ran too).
   if (group_size_ == 0) {
     if (running_.empty()) return 0;
-    forget_group();
+    dissolve_group();  // what is left of a group that became empty
     buckets_.resize(static_cast<size_t>(kv_.block_size()));
     occupied_.resize((buckets_.size() + 63) / 64, 0);
     group_end_ = req(running_.front()).last_token;
@@ -137,7 +176,11 @@ int32_t Replica::schedule_decode_group(Batch& batch, int64_t max) {
   while (group_size_ < running_.size() && decodes_in_step(running_[group_size_])) {
     join_group(running_[group_size_]);
   }
-  if (group_size_ == 0 || static_cast<int64_t>(group_size_) > max) return 0;
+  if (group_size_ == 0) return 0;
+  if (static_cast<int64_t>(group_size_) > max) {
+    dissolve_group();  // the policy lists them one by one, from their counters
+    return 0;
+  }
 
   // As the policy would one by one, in running order: each member allocates room for its next
   // token. That takes a block when the token opens one; with prefix caching it also registers the
@@ -147,13 +190,14 @@ int32_t Replica::schedule_decode_group(Batch& batch, int64_t max) {
   const int64_t bs = kv_.block_size();
   touched_members(opens_at_);
   for (const Member& m : touched_) {
-    const bool opens = m.seq->num_computed + 1 > static_cast<int64_t>(m.seq->block_table.size()) * bs;
+    const int64_t next = computed(m.seq) + 1;
+    const bool opens = next > static_cast<int64_t>(m.seq->block_table.size()) * bs;
     if (opens && kv_.num_free() < 1) {
       leave_group_from(m.ticket);
       if (group_size_ == 0) return 0;
       break;
     }
-    [[maybe_unused]] const bool ok = kv_.allocate(*m.seq, int64_t{m.seq->num_computed} + 1);
+    [[maybe_unused]] const bool ok = kv_.allocate(*m.seq, next);
     assert(ok);
   }
   batch.group = static_cast<int32_t>(group_size_);
@@ -163,35 +207,58 @@ int32_t Replica::schedule_decode_group(Batch& batch, int64_t max) {
 }
 
 int32_t Replica::step_group(Time now, int32_t k) {
-  int32_t min_left = std::numeric_limits<int32_t>::max();
-  finishing_.clear();  // the members whose last token this was, in running order
-  const auto n = static_cast<size_t>(batch_.group);
-  for (size_t x = 0; x < n; ++x) {
-    Request& r = req(running_[x]);
-    assert(r.last_token == group_end_ && r.num_uncomputed() == 1);
-    r.num_computed += k;
-    r.num_output += k;
-    assert(r.num_output <= r.output_tokens);
-    r.last_token = now;
-    const int32_t left = r.output_tokens - r.num_output;
-    if (left <= 0) {
-      finishing_.push_back(&r);
-    } else {
-      min_left = std::min(min_left, left);
-    }
-  }
+  // Every member ran the k iterations (the batch's group is the whole group): the group's counts
+  // move, and the members' own follow when they leave (sync).
+  assert(static_cast<size_t>(batch_.group) == group_size_);
   group_steps_ += k;
   group_context_ += int64_t{k} * batch_.group;
   const int32_t bs = kv_.block_size();
   const int64_t opens = (static_cast<int64_t>(opens_at_) - k) % bs;
   opens_at_ = static_cast<size_t>(opens < 0 ? opens + bs : opens);
   group_end_ = now;
-  for (Request* r : finishing_) {
-    leave_group(r);
-    finish_generation(*r);
+  // The members whose last token this was (none was due earlier: a leap stops at the first), in
+  // running order; then the fewest tokens one of the others has left.
+  finishing_.clear();
+  int32_t min_left = std::numeric_limits<int32_t>::max();
+  while (!finishes_.empty()) {
+    const Finish& top = finishes_.front();
+    if (finish_valid(top)) {
+      assert(top.step >= group_steps_);
+      if (top.step > group_steps_) {
+        min_left = static_cast<int32_t>(top.step - group_steps_);
+        break;
+      }
+      finishing_.push_back({top.seq->group_ticket, top.seq});
+      top.seq->group_ticket = 0;  // taken once (an entry may have a twin)
+    }
+    pop_finish();
+  }
+  std::sort(finishing_.begin(), finishing_.end(),
+            [](const Finishing& a, const Finishing& b) { return a.ticket < b.ticket; });
+  for (const Finishing& f : finishing_) {
+    Request& r = req(f.seq);
+    leave_group(&r);
+    assert(r.num_output == r.output_tokens && r.last_token == now);
+    finish_generation(r);
   }
   group_min_left_ = min_left;
   return static_cast<int32_t>(finishing_.size());
+}
+
+void Replica::pop_finish() {
+  Sequence* seq = finishes_.front().seq;
+  if (seq->group_heaped == finishes_.front().step) seq->group_heaped = -1;
+  std::pop_heap(finishes_.begin(), finishes_.end(), finishes_later);
+  finishes_.pop_back();
+}
+
+void Replica::compact_finishes() {
+  std::erase_if(finishes_, [&](const Finish& f) {
+    if (finish_valid(f)) return false;
+    if (f.seq->group_heaped == f.step) f.seq->group_heaped = -1;
+    return true;
+  });
+  std::make_heap(finishes_.begin(), finishes_.end(), finishes_later);
 }
 
 bool Replica::batch_leapable() {
@@ -224,7 +291,7 @@ Time Replica::leap(Time horizon) {
   const int32_t bs = kv_.block_size();
   leap_kv_changes_.assign(1, {0, kv_.num_used(), t});
   // As the policy would at the start of iteration j, every member allocates room for its token
-  // c + j + 1 (c: its context in iteration 0). That takes a block when token c + j starts one, for
+  // c + j + 1 (c: its context in iteration 0, computed()). That takes a block when token c + j starts one, for
   // the members whose bucket is j below opens_at_; with prefix caching it also registers the block
   // that token c + j + 1 fills, for those one bucket further. For every other member the
   // allocation changes nothing. Bucket b touches when its members opening a block (or, with
@@ -272,14 +339,14 @@ Time Replica::leap(Time horizon) {
     const std::vector<Member>& opening = buckets_[opens];
     int64_t need = 0;
     for (const Member& m : opening) {
-      if (m.seq->num_computed + j + 1 > static_cast<int64_t>(m.seq->block_table.size()) * bs) ++need;
+      if (computed(m.seq) + j + 1 > static_cast<int64_t>(m.seq->block_table.size()) * bs) ++need;
     }
     if (need > kv_.num_free()) break;  // the policy would preempt here: run it one by one
     const Time end = add_time(t, duration.next());
     if (end == kNever) break;  // run one by one, which reports the horizon
     touched_members(opens);
     for (const Member& m : touched_) {
-      [[maybe_unused]] const bool ok = kv_.allocate(*m.seq, m.seq->num_computed + j + 1);
+      [[maybe_unused]] const bool ok = kv_.allocate(*m.seq, computed(m.seq) + j + 1);
       assert(ok);
     }
     note_change(leap_kv_changes_, j - 1, kv_.num_used(), t);

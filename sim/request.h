@@ -107,6 +107,12 @@ struct Sequence {
   Time arrival = 0;
   RequestStatus status = RequestStatus::kPending;
   std::vector<int32_t> block_table;  // KV blocks held, in token order (owned by the BlockManager)
+  // A member of its replica's decode group (sim/replica.h) has its ticket there (0: none); its
+  // num_computed, num_output and last_token are those of when the group had run `group_synced`
+  // iterations, and lag the group's by the iterations it ran since.
+  uint64_t group_ticket = 0;
+  int64_t group_synced = 0;
+  int64_t group_heaped = -1;  // the group's step of its last entry in the group's finishes (-1: none)
 
   // Tokens the sequence consists of now: the prompt and the output so far.
   int32_t num_tokens() const { return prompt_tokens + num_output; }

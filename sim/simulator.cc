@@ -359,7 +359,8 @@ std::string Simulator::order_error(const Request& r) {
 
 RunResult Simulator::finish(RunResult result) {
   if (result.outcome != RunOutcome::kDone) {
-    // Arrived requests that never completed are logged as unfinished.
+    // Arrived requests that never completed are logged as unfinished, with the tokens they got.
+    for (const auto& rep : replicas_) rep->sync_group();
     for (const Request& r : requests_) {
       const bool arrived = r.status != RequestStatus::kPending;
       const bool settled = r.status == RequestStatus::kRejected || r.finished >= 0;

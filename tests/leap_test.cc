@@ -4,6 +4,7 @@
 // the roofline run with leaps gives exactly the requests, iterations and metrics of the run that
 // steps one iteration at a time.
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <sstream>
 #include <tuple>
@@ -224,6 +225,50 @@ TEST(LeapBlockSizes, EveryBlockSizeGivesTheResultsOfStepping) {
         if (HasFatalFailure()) return;
       }
       EXPECT_GT(leapt, 0) << name << " block_size=" << block_size;
+    }
+  }
+}
+
+// A run stopped midway logs every request it did not finish with the tokens it got so far, those
+// of the decode group's members included (their counters follow the group lazily): summed over
+// every request logged, the output tokens are the tokens the iterations reported emitting.
+TEST(LeapStopped, UnfinishedRequestsKeepTheTokensTheyGot) {
+  class StopAfter : public Recorder {
+   public:
+    explicit StopAfter(int64_t iterations) : left_(iterations) {}
+    bool accepts_grouped_decodes() const override { return true; }
+    void on_iteration(const IterationRecord& it, std::span<const BatchItem> /*items*/) override {
+      emitted += it.emitted;
+      if (--left_ == 0) stop.store(true);
+    }
+    void on_request(const Request& r) override {
+      outputs += r.num_output;
+      if (r.finished < 0 && r.num_output > 0) ++unfinished_with_tokens;
+    }
+    std::atomic<bool> stop{false};
+    int64_t emitted = 0, outputs = 0, unfinished_with_tokens = 0;
+
+   private:
+    int64_t left_;
+  };
+  const std::vector<std::vector<RequestSpec>> all = workloads();
+  for (const char* name : {"continuous", "chunked-prefill"}) {
+    const PolicyInfo& policy = *find_policy(name).value();
+    for (const int64_t after : {25, 100, 400}) {
+      SCOPED_TRACE(std::string(name) + " stopped after " + std::to_string(after) + " iterations");
+      SimOptions o = generated_options(300, 1);
+      std::vector<std::unique_ptr<Policy>> policies;
+      std::vector<std::unique_ptr<Backend>> backends;
+      policies.push_back(std::move(policy.make(toml::table{}).value()));
+      backends.push_back(default_roofline());
+      o.max_model_len = backends.front()->max_model_len();
+      StopAfter recorder(after);
+      Simulator sim(all[0], o, std::move(policies), std::move(backends), {&recorder});
+      const RunResult result = sim.run(&recorder.stop);
+      ASSERT_EQ(result.outcome, RunOutcome::kInterrupted);
+      EXPECT_GT(sim.leapt_iterations(), 0);
+      EXPECT_GT(recorder.unfinished_with_tokens, 0);
+      EXPECT_EQ(recorder.outputs, recorder.emitted);
     }
   }
 }
