@@ -46,6 +46,11 @@ double RooflineModel::attention_time(double flops, double bytes, double efficien
 }
 
 RooflineBreakdown RooflineModel::price(const Batch& batch) const {
+  const AttentionPart a = price_attention(batch);
+  return price_rest(a.time, static_cast<double>(a.tokens), static_cast<double>(a.emitting));
+}
+
+RooflineModel::AttentionPart RooflineModel::price_attention(const Batch& batch) const {
   assert(!batch.empty());
   assert(batch.group == 0 || decodes_memory_bound_);
   return price_items(batch.items.size(), [&](size_t i) {
@@ -57,12 +62,13 @@ RooflineBreakdown RooflineModel::price(const Batch& batch) const {
 }
 
 RooflineBreakdown RooflineModel::price(const Item* items, size_t n) const {
-  return price_items(n, [&](size_t i) { return items[i]; });
+  const AttentionPart a = price_items(n, [&](size_t i) { return items[i]; });
+  return price_rest(a.time, static_cast<double>(a.tokens), static_cast<double>(a.emitting));
 }
 
 template <typename ItemAt>
-RooflineBreakdown RooflineModel::price_items(size_t n, ItemAt item_at, int64_t group,
-                                            int64_t group_context) const {
+RooflineModel::AttentionPart RooflineModel::price_items(size_t n, ItemAt item_at, int64_t group,
+                                                        int64_t group_context) const {
   const ModelSpec& m = model_;
   const double tp = options_.tp;
   const double ab = dtype_bytes(options_.activations);
@@ -78,7 +84,7 @@ RooflineBreakdown RooflineModel::price_items(size_t n, ItemAt item_at, int64_t g
                                         : hw_.attention_efficiency;
 
   // One-token items, priced together (see the constructor); the decode group's are all such.
-  auto tokens = static_cast<double>(group), emitting = static_cast<double>(group);
+  int64_t tokens = group, emitting = group;
   int64_t decodes = group, decode_context = group_context;
   RooflineBreakdown t;
   for (size_t i = 0; i < n; ++i) {
@@ -92,7 +98,7 @@ RooflineBreakdown RooflineModel::price_items(size_t n, ItemAt item_at, int64_t g
     }
     const double new_t = static_cast<double>(item.new_tokens);
     const double ctx = static_cast<double>(item.context_tokens);
-    tokens += new_t;
+    tokens += item.new_tokens;
     if (item.emits) emitting += 1;
     // Token j of the chunk attends to the cached tokens and to the chunk's tokens up to itself.
     const double pairs = new_t * ctx + new_t * (new_t + 1) / 2;
@@ -112,8 +118,7 @@ RooflineBreakdown RooflineModel::price_items(size_t n, ItemAt item_at, int64_t g
     t.attention += (time + hw_.attention_sequence_overhead) * layers;
   }
   if (decodes > 0) t.attention += decode_attention(decodes, decode_context);
-
-  return price_rest(t, tokens, emitting);
+  return {t, tokens, emitting};
 }
 
 bool RooflineModel::decode_shape(const Batch& batch, DecodeShape& out) const {

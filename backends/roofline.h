@@ -48,6 +48,16 @@ class RooflineModel {
     bool emits;
   };
   RooflineBreakdown price(const Item* items, size_t n) const;
+  // price(batch) in two parts, for a caller that keeps the second: the attention (the breakdown's
+  // other parts 0) with the batch's new tokens and the sequences that sample one, and everything
+  // but the attention, which depends on those two counts alone. price_rest(price_attention(b).time,
+  // tokens, emitting) is price(b), exactly.
+  struct AttentionPart {
+    RooflineBreakdown time;
+    int64_t tokens = 0, emitting = 0;
+  };
+  AttentionPart price_attention(const Batch& batch) const;
+  RooflineBreakdown price_rest(RooflineBreakdown t, double tokens, double emitting) const;
 
   // A batch of one-token decodes (every item computes one token) is priced in exact integer
   // arithmetic, so that a run of them, each the same decodes one token further, has its durations
@@ -78,13 +88,12 @@ class RooflineModel {
   // max(compute, memory) at `efficiency` of both peaks.
   double attention_time(double flops, double bytes, double efficiency) const;
   double memory_time(double bytes) const;
-  // price() over items item_at(0 .. n - 1) and `group` decodes over `group_context` cached tokens.
+  // price_attention() over items item_at(0 .. n - 1) and `group` decodes over `group_context` cached
+  // tokens.
   template <typename ItemAt>
-  RooflineBreakdown price_items(size_t n, ItemAt item_at, int64_t group = 0, int64_t group_context = 0) const;
+  AttentionPart price_items(size_t n, ItemAt item_at, int64_t group = 0, int64_t group_context = 0) const;
   // Attention of `count` one-token items over `context_sum` cached tokens in all (memory-bound).
   double decode_attention(int64_t count, int64_t context_sum) const;
-  // Fills in everything but the attention for `tokens` new tokens of which `emitting` sample one.
-  RooflineBreakdown price_rest(RooflineBreakdown t, double tokens, double emitting) const;
 
   HardwareSpec hw_;
   ModelSpec model_;

@@ -13,7 +13,18 @@ RooflineBackend::RooflineBackend(RooflineModel model, MemoryPlan memory)
 IterationResult RooflineBackend::run(const Batch& batch) {
   // One-token decodes in integer arithmetic, as a leap over a run of them (decode_run) prices them.
   DecodeDurations run;
-  const Time t = decode_run(batch, run) ? run.at(0) : priced_duration(model_.price(batch).total());
+  if (decode_run(batch, run)) return {run.at(0), run.at(0)};
+  // Otherwise model_.price(batch), its part that depends on the counts alone kept.
+  const RooflineModel::AttentionPart a = model_.price_attention(batch);
+  if (rests_.empty()) rests_.resize(kRests);
+  Rest& kept = rests_[static_cast<size_t>(a.tokens * 131 + a.emitting) % kRests];
+  if (kept.tokens != a.tokens || kept.emitting != a.emitting) {
+    kept = {a.tokens, a.emitting,
+            model_.price_rest(RooflineBreakdown{}, static_cast<double>(a.tokens), static_cast<double>(a.emitting))};
+  }
+  RooflineBreakdown price = kept.time;
+  price.attention = a.time.attention;
+  const Time t = priced_duration(price.total());
   return {t, t};  // the prediction is the duration (iterations.predicted = duration)
 }
 

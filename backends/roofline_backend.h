@@ -42,6 +42,14 @@ class RooflineBackend final : public Backend {
   MemoryPlan memory_;
   // decode_run's rest prices of batches whose decodes all emit, by their count (0: not yet priced).
   std::vector<Time> decode_rest_;
+  // run()'s prices of everything but the attention (RooflineModel::price_rest) of the (tokens,
+  // emitting) last seen at each slot: a chunked prefill's iterations mostly fill the same budget.
+  struct Rest {
+    int64_t tokens = -1, emitting = -1;
+    RooflineBreakdown time;
+  };
+  static constexpr size_t kRests = 1024;
+  std::vector<Rest> rests_;
 };
 
 // Loads the hardware and model the setup names (presets by name, or files), resolves the data

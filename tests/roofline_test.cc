@@ -2,7 +2,11 @@
 // prefill latencies, the A100's ridge point, and the saving of mixing prefill with decode.
 #include "backends/roofline.h"
 
+#include <deque>
+
 #include <gtest/gtest.h>
+
+#include "backends/roofline_backend.h"
 
 namespace servesim {
 namespace {
@@ -168,6 +172,41 @@ TEST(Roofline, GemmTileRowsRoundsTheRowsOfComputeBoundProducts) {
   EXPECT_NEAR(gemm(tiled, 1100), gemm(tiled, 1152), 1e-12);
   // Memory-bound products (a few rows read all the weights) do not see it.
   EXPECT_EQ(gemm(tiled, 3), gemm(flat, 3));
+}
+
+// The backend keeps the price of everything but the attention by the batch's tokens and sampling
+// sequences; its durations are still exactly the model's, whatever the batches' order, and when
+// two counts share a slot of what it keeps.
+TEST(Roofline, TheBackendKeepsPricesWithoutChangingAny) {
+  for (const int32_t tp : {1, 2}) {
+    const RooflineModel rm = model("a100-80gb", "llama-3-8b", DType::kBf16, tp);
+    RooflineBackend backend(rm, MemoryPlan{});
+    std::deque<Request> requests;  // stable addresses
+    std::vector<Batch> batches;
+    for (int32_t chunk = 2; chunk <= 700; chunk += 3) {  // not a decode (priced in integers)
+      for (const int32_t decodes : {0, 1, 5, 40}) {
+        Batch b;
+        Request& p = requests.emplace_back();
+        p.prompt_tokens = chunk + (chunk % 2 == 0 ? 0 : 100);  // odd chunks do not finish the prompt
+        b.items.push_back({&p, chunk, 0});
+        for (int32_t d = 0; d < decodes; ++d) {
+          Request& r = requests.emplace_back();
+          r.prompt_tokens = 50 + d;
+          r.num_output = 1 + d % 3;
+          r.num_computed = r.num_tokens() - 1;
+          b.items.push_back({&r, 1, r.num_computed});
+        }
+        batches.push_back(std::move(b));
+      }
+    }
+    for (int round = 0; round < 3; ++round) {  // kept prices hit in the later rounds
+      for (size_t i = 0; i < batches.size(); ++i) {
+        const Batch& b = batches[(i * 7 + static_cast<size_t>(round)) % batches.size()];
+        const Time expected = priced_duration(rm.price(b).total());
+        ASSERT_EQ(backend.run(b).duration, expected) << "tp " << tp << " round " << round << " batch " << i;
+      }
+    }
+  }
 }
 
 }  // namespace
