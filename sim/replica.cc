@@ -119,7 +119,8 @@ void Replica::finish_iteration(Time now) {
     record_.emitted += batch_.group;
     group_done = step_group(now, 1);
   }
-  bool any_done = group_done > 0;
+  leaving_.clear();
+  for (int32_t i = 0; i < group_done; ++i) leaving_.push_back(finishing_[static_cast<size_t>(i)].seq);
   for (BatchItem& item : batch_.items) {
     if (item.padding) continue;
     Request& r = req(item.seq);
@@ -139,20 +140,16 @@ void Replica::finish_iteration(Time now) {
     }
     r.last_token = now;
     if (r.generation_done()) {
-      any_done = true;
+      leaving_.push_back(&r);
       finish_generation(r);
     } else if (role_ == ReplicaRole::kPrefill) {
       // Its first token is out: the rest is decoded elsewhere, from this KV (see set_role).
-      any_done = true;
+      leaving_.push_back(&r);
       r.status = RequestStatus::kTransferring;
       handoffs_->push_back(r.slot);
     }
   }
-  if (any_done) {
-    std::erase_if(running_, [](const Sequence* s) {
-      return s->status == RequestStatus::kDone || s->status == RequestStatus::kTransferring;
-    });
-  }
+  if (!leaving_.empty()) drop_leaving();
   // What is left of the group stays one. So does a group the policy took and then dropped (its
   // members paused for a prefill-only iteration): they did not run. Otherwise, when the members
   // ran one by one, the next iteration looks again.
@@ -163,6 +160,23 @@ void Replica::finish_iteration(Time now) {
   for (Recorder* rec : recorders_) rec->on_iteration(record_, batch_.items);
   ++step_;
   busy_ = false;
+}
+
+void Replica::drop_leaving() {
+  size_t next = 0, kept = 0;
+  for (Sequence* s : running_) {
+    if (next < leaving_.size() && s == leaving_[next]) {
+      ++next;
+    } else {
+      running_[kept++] = s;
+    }
+  }
+  running_.resize(kept);
+  if (next < leaving_.size()) {  // a policy listed its items out of running order: some are left
+    std::erase_if(running_, [](const Sequence* s) {
+      return s->status == RequestStatus::kDone || s->status == RequestStatus::kTransferring;
+    });
+  }
 }
 
 void Replica::set_role(ReplicaRole role, std::vector<int32_t>* handoffs, std::vector<Reservation>* reserved) {
@@ -219,6 +233,12 @@ void Replica::complete(Request& r) {
 void Replica::admit(Sequence* seq, int32_t num_cached_tokens) {
   if (!waiting_.empty() && waiting_.front() == seq) {
     waiting_.pop_front();
+    if (!waiting_.empty()) {
+      // The next at the head waits for the policy's next look, mostly at a later iteration; it
+      // arrived long ago in a long queue, and is cold.
+      const char* next = reinterpret_cast<const char*>(waiting_.front());
+      for (size_t line = 0; line < sizeof(Request); line += 64) __builtin_prefetch(next + line);
+    }
   } else {
     auto it = std::find(waiting_.begin(), waiting_.end(), seq);
     assert(it != waiting_.end());

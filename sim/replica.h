@@ -141,6 +141,10 @@ class Replica final : public ReplicaView {
   void complete(Request& r);
   // Its last token is out: frees its KV blocks and, unless its response is held, completes it.
   void finish_generation(Request& r);
+  // Takes the requests in leaving_ (done, or handed off) out of running_: by their pointers when
+  // leaving_ is in running order (as a rule: the group's members, then the items), by their status
+  // otherwise.
+  void drop_leaving();
   // Whether the batch just formed may start a leap.
   bool batch_leapable();
   // Applies the leap that ends `now` (its last iteration's end, the event leap() returned).
@@ -239,6 +243,7 @@ class Replica final : public ReplicaView {
   };
   std::vector<Member> touched_;              // see touched_members()
   std::vector<Finishing> finishing_;         // step_group()'s
+  std::vector<const Sequence*> leaving_;     // see drop_leaving()
   // Leaps (see leap()); on with grouping_.
   bool leapable_ = false;                    // the batch in flight may be extended
   bool ignores_arrivals_ = false;            // ... past arrivals

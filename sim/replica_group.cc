@@ -395,7 +395,9 @@ void Replica::finish_leap(Time now) {
   const auto k = static_cast<int32_t>(leap_count_);
   const int32_t done = step_group(now, k + 1);
   if (done > 0) {
-    std::erase_if(running_, [](const Sequence* s) { return s->status == RequestStatus::kDone; });
+    leaving_.clear();
+    for (const Finishing& f : finishing_) leaving_.push_back(f.seq);
+    drop_leaving();
   }
   step_ += k + 1;
   leap_count_ = 0;

@@ -73,6 +73,51 @@ TEST(Simulator, APolicyThatStopsMakingProgressFailsTheRunInsteadOfHanging) {
   EXPECT_EQ(capture.requests[0].status, RequestStatus::kWaiting);
 }
 
+// Lists its running requests last admitted first: the requests that finish in one iteration then
+// come out of running order, and the replica must still take exactly those out.
+class ReversedPolicy final : public Policy {
+ public:
+  void next_batch(ReplicaView& view, Time /*now*/, Batch& batch) override {
+    while (!view.waiting().empty() && view.running().size() < 4) {
+      Sequence* seq = view.waiting().front();
+      view.kv().allocate(*seq, seq->num_tokens());
+      view.admit(seq);
+    }
+    const std::vector<Sequence*>& running = view.running();
+    for (auto it = running.rbegin(); it != running.rend(); ++it) {
+      Sequence* seq = *it;
+      view.kv().allocate(*seq, seq->num_tokens());
+      batch.items.push_back({seq, seq->num_uncomputed(), seq->num_computed});
+    }
+  }
+  std::string_view name() const override { return "reversed"; }
+  toml::table options() const override { return {}; }
+};
+
+TEST(Simulator, RequestsFinishingOutOfRunningOrderLeaveTheRunningSet) {
+  // A..D run together; B and D finish in one iteration, C and A in a later one, each listed after
+  // the one admitted after it.
+  std::vector<RequestSpec> specs = {spec("A", 0, 3, 6), spec("B", 0, 3, 2), spec("C", 0, 3, 6),
+                                    spec("D", 0, 3, 2), spec("E", 0, 3, 1)};
+  std::vector<std::unique_ptr<Policy>> policies;
+  policies.push_back(std::make_unique<ReversedPolicy>());
+  std::vector<std::unique_ptr<Backend>> backends;
+  backends.push_back(std::make_unique<UnitBackend>());
+  CaptureRecorder capture;
+  Simulator sim(specs, capacity(4), std::move(policies), std::move(backends), {&capture});
+  ASSERT_EQ(sim.run().outcome, RunOutcome::kDone);
+  ASSERT_EQ(capture.requests.size(), specs.size());
+  for (const RequestSpec& s : specs) EXPECT_EQ(capture.by_id(s.id).num_output, s.output_tokens) << s.id;
+  // Each iteration lists what runs: a request done in one is in none after it.
+  for (const CapturedIteration& it : capture.iterations) {
+    for (const CapturedItem& item : it.items) {
+      const Request& r = capture.by_id(specs[static_cast<size_t>(item.index)].id);
+      EXPECT_LT(it.record.start, r.finished) << r.id();
+    }
+  }
+  EXPECT_EQ(capture.by_id("E").scheduled, capture.by_id("B").finished);  // B's slot, freed in time
+}
+
 TEST(Simulator, AStopRequestInterruptsAndLogsWhatIsOutstanding) {
   std::atomic<bool> stop{true};
   std::vector<RequestSpec> specs = {spec("A", 0, 1, 2)};
