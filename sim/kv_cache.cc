@@ -1,6 +1,7 @@
 #include "sim/kv_cache.h"
 
 #include <algorithm>
+#include <bit>
 #include <cassert>
 #include <limits>
 #include <utility>
@@ -15,17 +16,13 @@ uint64_t mix(uint64_t h, uint64_t v) { return content_id(h, v); }
 BlockManager::BlockManager(int32_t block_size, int64_t num_blocks, bool prefix_caching,
                            FreeOrder free_order)
     : block_size_(block_size),
+      block_shift_(std::has_single_bit(static_cast<uint32_t>(block_size)) ? std::countr_zero(static_cast<uint32_t>(block_size)) : -1),
       total_(num_blocks),
       prefix_caching_(prefix_caching),
       free_order_(free_order),
       plain_(!prefix_caching && (num_blocks == kUnlimited || free_order == FreeOrder::kHashlessFirst)) {
   assert(block_size >= 1);
   assert(num_blocks >= 0 || num_blocks == kUnlimited);
-}
-
-int64_t BlockManager::num_free() const {
-  if (unlimited()) return std::numeric_limits<int32_t>::max() - used_;
-  return (total_ - next_fresh_) + queued_ + static_cast<int64_t>(spare_.size());
 }
 
 void BlockManager::unlink(int32_t id) {
@@ -169,7 +166,7 @@ int64_t BlockManager::evictable_hits(const Sequence& seq, int32_t num_cached_tok
 
 bool BlockManager::can_allocate(const Sequence& seq, int64_t num_tokens,
                                 int32_t num_cached_tokens) const {
-  const int64_t held = static_cast<int64_t>(seq.block_table.size()) + num_cached_tokens / block_size_;
+  const int64_t held = static_cast<int64_t>(seq.block_table.size()) + (num_cached_tokens > 0 ? num_cached_tokens / block_size_ : 0);
   const int64_t need = blocks_for(num_tokens) - held;
   const int64_t evictable = num_cached_tokens > 0 ? evictable_hits(seq, num_cached_tokens) : 0;
   return std::max<int64_t>(need, 0) + evictable <= num_free();
@@ -185,7 +182,8 @@ bool BlockManager::allocate_blocks(Sequence& seq, int64_t num_tokens, int32_t nu
   }
 
   // Claim the cached leading blocks.
-  for (int32_t b = 0; b < num_cached_tokens / block_size_; ++b) {
+  const int32_t cached_blocks = num_cached_tokens > 0 ? num_cached_tokens / block_size_ : 0;
+  for (int32_t b = 0; b < cached_blocks; ++b) {
     const int32_t id = lookup(seq.block_hashes[static_cast<size_t>(b)]);
     int32_t& ref = ref_[static_cast<size_t>(id)];
     if (ref == 0) {
@@ -195,7 +193,7 @@ bool BlockManager::allocate_blocks(Sequence& seq, int64_t num_tokens, int32_t nu
     ++ref;
     seq.block_table.push_back(id);
   }
-  if (num_cached_tokens > 0) seq.num_registered_blocks = num_cached_tokens / block_size_;
+  if (num_cached_tokens > 0) seq.num_registered_blocks = cached_blocks;
 
   // Fresh blocks for the rest: freed blocks without a hash first, taken together (a prompt takes
   // many) in the order take_block would pop them, then the others one by one.
@@ -217,7 +215,7 @@ bool BlockManager::allocate_blocks(Sequence& seq, int64_t num_tokens, int32_t nu
     }
     used_ += bulk;
   }
-  while (static_cast<int64_t>(seq.block_table.size()) < blocks_for(num_tokens)) {
+  for (const int64_t blocks = blocks_for(num_tokens); static_cast<int64_t>(seq.block_table.size()) < blocks;) {
     const int32_t id = take_block();
     ref_[static_cast<size_t>(id)] = 1;
     ++used_;

@@ -26,6 +26,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "sim/block_hash_index.h"
@@ -56,12 +57,17 @@ class BlockManager {
   int64_t num_used() const { return used_; }
   // Blocks that an allocation may take (cached blocks nobody holds included); very large when
   // unlimited.
-  int64_t num_free() const;
+  int64_t num_free() const {
+    if (unlimited()) return std::numeric_limits<int32_t>::max() - used_;
+    return (total_ - next_fresh_) + queued_ + static_cast<int64_t>(spare_.size());
+  }
   // Distinct cached contents (hashes) that a new sequence could hit, held or not.
   int64_t num_cached() const { return static_cast<int64_t>(cache_.size()); }
 
-  // Blocks needed to hold `tokens` tokens.
-  int64_t blocks_for(int64_t tokens) const { return (tokens + block_size_ - 1) / block_size_; }
+  // Blocks needed to hold `tokens` (>= 0) tokens.
+  int64_t blocks_for(int64_t tokens) const {
+    return block_shift_ >= 0 ? (tokens + block_size_ - 1) >> block_shift_ : (tokens + block_size_ - 1) / block_size_;
+  }
   // True if a sequence of `tokens` tokens could fit in an empty cache.
   bool fits_at_all(int64_t tokens) const { return unlimited() || blocks_for(tokens) <= total_; }
 
@@ -79,10 +85,17 @@ class BlockManager {
   // Returns false, changing nothing, if there are not enough free blocks.
   // REQUIRES: num_cached_tokens is 0, or cached_prefix_tokens(seq) just returned it.
   bool allocate(Sequence& seq, int64_t num_tokens, int32_t num_cached_tokens = 0) {
-    // The common decode step, inline: the last block still has room.
-    if (num_cached_tokens == 0 && !prefix_caching_ &&
-        num_tokens <= static_cast<int64_t>(seq.block_table.size()) * block_size_) {
-      return true;
+    // The common decode steps, inline: the last block still has room, or the token opens a block
+    // and a freed block without a hash is at hand (taken as allocate_blocks would take it).
+    if (num_cached_tokens == 0 && !prefix_caching_) {
+      const int64_t room = static_cast<int64_t>(seq.block_table.size()) * block_size_;
+      if (num_tokens <= room) return true;
+      if (num_tokens <= room + block_size_ && plain_ && !spare_.empty() && !seq.block_table.empty()) {
+        seq.block_table.push_back(spare_.back());
+        spare_.pop_back();
+        ++used_;
+        return true;
+      }
     }
     return allocate_blocks(seq, num_tokens, num_cached_tokens);
   }
@@ -106,6 +119,7 @@ class BlockManager {
   int64_t evictable_hits(const Sequence& seq, int32_t num_cached_tokens) const;
 
   const int32_t block_size_;
+  const int32_t block_shift_;  // log2(block_size_) when a power of two, else -1
   const int64_t total_;
   const bool prefix_caching_;
   const FreeOrder free_order_;

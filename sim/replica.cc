@@ -163,16 +163,20 @@ void Replica::finish_iteration(Time now) {
 }
 
 void Replica::drop_leaving() {
-  size_t next = 0, kept = 0;
-  for (Sequence* s : running_) {
-    if (next < leaving_.size() && s == leaving_[next]) {
+  // Compacted from the first that leaves on; leaving_ ends in a null, which no running request is.
+  const size_t n = leaving_.size();
+  leaving_.push_back(nullptr);
+  auto kept = std::find(running_.begin(), running_.end(), leaving_.front());
+  size_t next = 0;
+  for (auto it = kept; it != running_.end(); ++it) {
+    if (*it == leaving_[next]) {
       ++next;
     } else {
-      running_[kept++] = s;
+      *kept++ = *it;
     }
   }
-  running_.resize(kept);
-  if (next < leaving_.size()) {  // a policy listed its items out of running order: some are left
+  running_.erase(kept, running_.end());
+  if (next < n) {  // a policy listed its items out of running order: some are left
     std::erase_if(running_, [](const Sequence* s) {
       return s->status == RequestStatus::kDone || s->status == RequestStatus::kTransferring;
     });

@@ -166,10 +166,12 @@ class Replica final : public ReplicaView {
   // Members are filed by (computed() - group_steps_) mod block size, which stays the same as
   // they decode in step: the bucket opens_at_ holds those whose next token opens a block.
   size_t bucket_of(const Sequence* seq) const;
+  struct Member;
   // The members whose block allocations change something when the group computes the token at
   // bucket index `opens` (those whose next token opens a block, and with prefix caching those
-  // whose next token fills one), in running order, into touched_.
-  void touched_members(size_t opens);
+  // whose next token fills one), in running order: the bucket itself, or with prefix caching
+  // touched_. Valid until the buckets change.
+  std::span<const Member> touched_members(size_t opens);
   // Applies a decode iteration ending at `now` to the decode group's `k` steps (the group ran k
   // iterations in a row): the group's counts, and the members whose last token it was, which
   // complete. Returns how many did. Costs what the finishing members cost, not a member each.

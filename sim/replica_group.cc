@@ -148,17 +148,17 @@ void Replica::dissolve_group() {
   group_min_left_ = std::numeric_limits<int32_t>::max();
 }
 
-void Replica::touched_members(size_t opens) {
+std::span<const Replica::Member> Replica::touched_members(size_t opens) {
   const std::vector<Member>& opening = buckets_[opens];
-  touched_.assign(opening.begin(), opening.end());
   const int32_t bs = kv_.block_size();
-  if (kv_.prefix_caching() && bs > 1) {
-    const std::vector<Member>& filling = buckets_[opens == 0 ? static_cast<size_t>(bs) - 1 : opens - 1];
-    const size_t mid = touched_.size();
-    touched_.insert(touched_.end(), filling.begin(), filling.end());
-    std::inplace_merge(touched_.begin(), touched_.begin() + static_cast<std::ptrdiff_t>(mid), touched_.end(),
-                       [](const Member& a, const Member& b) { return a.ticket < b.ticket; });
-  }
+  if (!kv_.prefix_caching() || bs == 1) return opening;
+  const std::vector<Member>& filling = buckets_[opens == 0 ? static_cast<size_t>(bs) - 1 : opens - 1];
+  touched_.assign(opening.begin(), opening.end());
+  const size_t mid = touched_.size();
+  touched_.insert(touched_.end(), filling.begin(), filling.end());
+  std::inplace_merge(touched_.begin(), touched_.begin() + static_cast<std::ptrdiff_t>(mid), touched_.end(),
+                     [](const Member& a, const Member& b) { return a.ticket < b.ticket; });
+  return touched_;
 }
 
 int32_t Replica::schedule_decode_group(Batch& batch, int64_t max) {
@@ -188,8 +188,7 @@ int32_t Replica::schedule_decode_group(Batch& batch, int64_t max) {
   // finds no free block (the policy then preempts) leaves the group with those after it, for the
   // policy to go on from, one by one; the members before it are the group.
   const int64_t bs = kv_.block_size();
-  touched_members(opens_at_);
-  for (const Member& m : touched_) {
+  for (const Member& m : touched_members(opens_at_)) {  // left at once when the buckets change
     const int64_t next = computed(m.seq) + 1;
     const bool opens = next > static_cast<int64_t>(m.seq->block_table.size()) * bs;
     if (opens && kv_.num_free() < 1) {
@@ -344,8 +343,7 @@ Time Replica::leap(Time horizon) {
     if (need > kv_.num_free()) break;  // the policy would preempt here: run it one by one
     const Time end = add_time(t, duration.next());
     if (end == kNever) break;  // run one by one, which reports the horizon
-    touched_members(opens);
-    for (const Member& m : touched_) {
+    for (const Member& m : touched_members(opens)) {
       [[maybe_unused]] const bool ok = kv_.allocate(*m.seq, computed(m.seq) + j + 1);
       assert(ok);
     }
