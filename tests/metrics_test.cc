@@ -221,6 +221,27 @@ TEST(MetricsAccumulator, SelectedPercentilesEqualSortedOnes) {
   }
 }
 
+// A latency's mean is exact: the values summed in fixed point of 2^-64 s, each truncated as
+// static_cast<Wide>(std::ldexp(v, 64)) truncates it, over values from a nanosecond to 10^6 s
+// (every binary exponent between) and their radix sort's every digit.
+TEST(MetricsAccumulator, LatencyMeansAreTheFixedPointSums) {
+  MetricsAccumulator acc({});
+  std::deque<RequestSpec> specs;
+  Wide sum = 0;
+  int n = 0;
+  uint64_t x = 0x9E3779B97F4A7C15ULL;
+  for (Time t = 1; t < from_seconds(1e6); t = t * 3 / 2 + 1) {
+    for (int k = 0; k < 40; ++k) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      const Time e2el = t + static_cast<Time>(x % static_cast<uint64_t>(t));
+      acc.on_request(completed_request(specs, n++, 0, e2el));
+      sum += static_cast<Wide>(std::ldexp(to_seconds(e2el), 64));
+    }
+  }
+  const double expected = std::ldexp(static_cast<double>(sum), -64) / n;
+  EXPECT_EQ(by_name(acc.compute()).at("e2el_mean"), expected) << n << " requests";
+}
+
 // The backlog metrics, whether the test runs on this thread (few requests) or on a thread of its
 // own beside the percentiles (from 2^14 requests), are backlog_trend's over the sorted intervals,
 // whatever order the requests settled in.
