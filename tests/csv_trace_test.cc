@@ -2,6 +2,9 @@
 // columns by name, ids, max_tokens, CRLF and BOM, blank lines, and every row error with its line.
 #include "workloads/csv_trace.h"
 
+#include <charconv>
+#include <optional>
+
 #include <gtest/gtest.h>
 
 #include "tests/test_util.h"
@@ -133,6 +136,40 @@ TEST(SplitCsv, ViewsGiveTheSameFields) {
     }
   }
   EXPECT_FALSE(split_csv(R"(a,"b)", unquoted, views));
+}
+
+// The fast path for plain decimals gives from_chars' value exactly, and leaves everything else to
+// it: random decimals of every length and fraction, the edges of its range, and cells it must
+// not take (signs, exponents, stray dots, mantissas past 2^53, more than 22 fraction digits).
+TEST(PlainDecimal, EqualsFromCharsOrDeclines) {
+  const auto from_chars = [](std::string_view text) {
+    double v = 0;
+    const auto res = std::from_chars(text.data(), text.data() + text.size(), v);
+    EXPECT_TRUE(res.ec == std::errc() && res.ptr == text.data() + text.size()) << text;
+    return v;
+  };
+  uint64_t x = 0x2545F4914F6CDD1DULL;
+  int taken = 0;
+  for (int i = 0; i < 200'000; ++i) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    std::string text = std::to_string(x % 1'000'000'000'000'000ULL);
+    const size_t cut = (x >> 60) % (text.size() + 1);
+    if (cut < text.size()) text.insert(text.size() - cut, ".");
+    if (text.front() == '.') text.insert(0, "0");
+    const std::optional<double> fast = plain_decimal(text);
+    if (!fast) continue;
+    ++taken;
+    ASSERT_EQ(*fast, from_chars(text)) << text;
+  }
+  EXPECT_GT(taken, 150'000);
+  for (const char* text : {"0", "0.0", "4.314579", "0.1", "0.3", "1000000000", "1e9", "9007199254740991",
+                           "0.0000000000000000000001", "123456789012345.6"}) {
+    if (const std::optional<double> fast = plain_decimal(text)) EXPECT_EQ(*fast, from_chars(text)) << text;
+  }
+  for (const char* text : {"", ".", "1.", ".5", "-1", "+1", "1e3", "1.5e-3", "1..2", "1.2.3", " 1", "1 ",
+                           "inf", "nan", "0x10", "90071992547409931", "0.00000000000000000000001"}) {
+    EXPECT_FALSE(plain_decimal(text).has_value()) << text;
+  }
 }
 
 TEST(CsvTrace, ReadsRowsInFileOrder) {

@@ -1,10 +1,12 @@
 #include "workloads/csv_reader.h"
 
 #include <charconv>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <cmath>
+#include <iterator>
 #include <limits>
+#include <optional>
 #include <utility>
 
 #include "sim/request.h"
@@ -289,7 +291,36 @@ Result<int32_t> parse_priority(const LineReader& in, std::string_view column, st
   return static_cast<int32_t>(cell.value);
 }
 
+std::optional<double> plain_decimal(std::string_view text) {
+  // digits [. digits], with a mantissa below 2^53 and at most 22 fraction digits: both it and the
+  // power of ten are exact doubles, so their quotient is the correctly rounded value, as
+  // from_chars gives (Clinger's fast path).
+  uint64_t mantissa = 0;
+  size_t i = 0, fraction = 0;
+  const auto digits = [&](bool after_dot) {
+    const size_t from = i;
+    for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
+      if (mantissa >= (uint64_t{1} << 53) / 10) return false;  // might not stay exact
+      mantissa = mantissa * 10 + static_cast<uint64_t>(text[i] - '0');
+      if (after_dot) ++fraction;
+    }
+    return i > from;
+  };
+  if (!digits(false)) return std::nullopt;
+  if (i < text.size()) {
+    if (text[i] != '.') return std::nullopt;
+    ++i;
+    if (!digits(true) || i < text.size()) return std::nullopt;
+  }
+  static constexpr double kPowers[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                       1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                       1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+  if (fraction >= std::size(kPowers)) return std::nullopt;
+  return static_cast<double>(mantissa) / kPowers[fraction];
+}
+
 Result<double> parse_seconds(const LineReader& in, std::string_view column, std::string_view text) {
+  if (const std::optional<double> plain = plain_decimal(text); plain && *plain <= kMaxArrivalSeconds) return *plain;
   double v = 0;
   const auto res = std::from_chars(text.data(), text.data() + text.size(), v);
   const bool whole = res.ec == std::errc() && res.ptr == text.data() + text.size();

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -123,5 +124,9 @@ Result<int32_t> parse_priority(const LineReader& in, std::string_view column, st
 
 // A time in seconds: a finite decimal number from 0 to 1e9 (kMaxArrivalSeconds).
 Result<double> parse_seconds(const LineReader& in, std::string_view column, std::string_view text);
+// A cell of digits with an optional fraction ("4.314579") whose value is from_chars' exactly, at a
+// fraction of its cost; nullopt for anything else (signs, exponents, long mantissas), which
+// from_chars then reads.
+std::optional<double> plain_decimal(std::string_view text);
 
 }  // namespace servesim
