@@ -237,10 +237,11 @@ void Replica::complete(Request& r) {
 void Replica::admit(Sequence* seq, int32_t num_cached_tokens) {
   if (!waiting_.empty() && waiting_.front() == seq) {
     waiting_.pop_front();
-    if (!waiting_.empty()) {
-      // The next at the head waits for the policy's next look, mostly at a later iteration; it
-      // arrived long ago in a long queue, and is cold.
-      const char* next = reinterpret_cast<const char*>(waiting_.front());
+    // The request after the new head: in a long queue it arrived long ago and is cold, and the
+    // policy looks at it when it admits the head, mostly at a later iteration. (The new head was
+    // fetched so when it was second.)
+    if (waiting_.size() > 1) {
+      const char* next = reinterpret_cast<const char*>(waiting_[1]);
       for (size_t line = 0; line < sizeof(Request); line += 64) __builtin_prefetch(next + line);
     }
   } else {
