@@ -48,7 +48,7 @@ class RooflineBackend final : public Backend {
     int64_t tokens = -1, emitting = -1;
     RooflineBreakdown time;
   };
-  static constexpr size_t kRests = 1024;
+  static constexpr size_t kRests = 256;
   std::vector<Rest> rests_;
 };
 
