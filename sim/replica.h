@@ -222,7 +222,7 @@ class Replica final : public ReplicaView {
   std::vector<std::vector<Member>> buckets_;  // members by bucket_of()
   std::vector<uint64_t> occupied_;           // bit b: whether buckets_[b] holds members
   uint64_t tickets_ = 1;                     // the next member's (0 is none)
-  // The members by the group_steps_ after which they have emitted their last token (finish()),
+  // The members by the group_steps_ after which they have emitted their last token (finish_step()),
   // a min-heap. A member that leaves keeps its entry, which comes back valid when it rejoins with
   // the same finish (one that ran one iteration one by one does); the others' entries go when they
   // come to the top, or when the heap is compacted.
@@ -233,18 +233,14 @@ class Replica final : public ReplicaView {
   std::vector<Finish> finishes_;
   static bool finishes_later(const Finish& a, const Finish& b) { return a.step > b.step; }
   // The group_steps_ after which member seq has emitted its last token.
-  int64_t finish(const Sequence* seq) const {
+  int64_t finish_step(const Sequence* seq) const {
     return seq->group_synced + req(seq).output_tokens - seq->num_output;
   }
-  bool finish_valid(const Finish& f) const { return f.seq->group_ticket != 0 && finish(f.seq) == f.step; }
+  bool finish_valid(const Finish& f) const { return f.seq->group_ticket != 0 && finish_step(f.seq) == f.step; }
   void pop_finish();        // pops finishes_'s top
   void compact_finishes();  // drops the entries that are not valid
-  struct Finishing {
-    uint64_t ticket;
-    Sequence* seq;
-  };
   std::vector<Member> touched_;              // see touched_members()
-  std::vector<Finishing> finishing_;         // step_group()'s
+  std::vector<Member> finishing_;            // step_group()'s: the members that finish
   std::vector<const Sequence*> leaving_;     // see drop_leaving()
   // Leaps (see leap()); on with grouping_.
   bool leapable_ = false;                    // the batch in flight may be extended

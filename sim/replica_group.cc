@@ -232,9 +232,8 @@ int32_t Replica::step_group(Time now, int32_t k) {
     }
     pop_finish();
   }
-  std::sort(finishing_.begin(), finishing_.end(),
-            [](const Finishing& a, const Finishing& b) { return a.ticket < b.ticket; });
-  for (const Finishing& f : finishing_) {
+  std::sort(finishing_.begin(), finishing_.end(), [](const Member& a, const Member& b) { return a.ticket < b.ticket; });
+  for (const Member& f : finishing_) {
     Request& r = req(f.seq);
     leave_group(&r);
     assert(r.num_output == r.output_tokens && r.last_token == now);
@@ -394,7 +393,7 @@ void Replica::finish_leap(Time now) {
   const int32_t done = step_group(now, k + 1);
   if (done > 0) {
     leaving_.clear();
-    for (const Finishing& f : finishing_) leaving_.push_back(f.seq);
+    for (const Member& f : finishing_) leaving_.push_back(f.seq);
     drop_leaving();
   }
   step_ += k + 1;

@@ -112,7 +112,7 @@ struct Sequence {
   // iterations, and lag the group's by the iterations it ran since.
   uint64_t group_ticket = 0;
   int64_t group_synced = 0;
-  int64_t group_heaped = -1;  // the group's step of its last entry in the group's finishes (-1: none)
+  int64_t group_heaped = -1;  // the step of its latest entry in the group's heap of finishes (-1: none)
 
   // Tokens the sequence consists of now: the prompt and the output so far.
   int32_t num_tokens() const { return prompt_tokens + num_output; }

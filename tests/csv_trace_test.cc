@@ -164,7 +164,9 @@ TEST(PlainDecimal, EqualsFromCharsOrDeclines) {
   EXPECT_GT(taken, 150'000);
   for (const char* text : {"0", "0.0", "4.314579", "0.1", "0.3", "1000000000", "1e9", "9007199254740991",
                            "0.0000000000000000000001", "123456789012345.6"}) {
-    if (const std::optional<double> fast = plain_decimal(text)) EXPECT_EQ(*fast, from_chars(text)) << text;
+    if (const std::optional<double> fast = plain_decimal(text)) {
+      EXPECT_EQ(*fast, from_chars(text)) << text;
+    }
   }
   for (const char* text : {"", ".", "1.", ".5", "-1", "+1", "1e3", "1.5e-3", "1..2", "1.2.3", " 1", "1 ",
                            "inf", "nan", "0x10", "90071992547409931", "0.00000000000000000000001"}) {
