@@ -46,8 +46,7 @@ double RooflineModel::attention_time(double flops, double bytes, double efficien
 }
 
 RooflineBreakdown RooflineModel::price(const Batch& batch) const {
-  const AttentionPart a = price_attention(batch);
-  return price_rest(a.time, static_cast<double>(a.tokens), static_cast<double>(a.emitting));
+  return price_rest(price_attention(batch));
 }
 
 RooflineModel::AttentionPart RooflineModel::price_attention(const Batch& batch) const {
@@ -62,8 +61,7 @@ RooflineModel::AttentionPart RooflineModel::price_attention(const Batch& batch) 
 }
 
 RooflineBreakdown RooflineModel::price(const Item* items, size_t n) const {
-  const AttentionPart a = price_items(n, [&](size_t i) { return items[i]; });
-  return price_rest(a.time, static_cast<double>(a.tokens), static_cast<double>(a.emitting));
+  return price_rest(price_items(n, [&](size_t i) { return items[i]; }));
 }
 
 template <typename ItemAt>

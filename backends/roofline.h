@@ -58,6 +58,9 @@ class RooflineModel {
   };
   AttentionPart price_attention(const Batch& batch) const;
   RooflineBreakdown price_rest(RooflineBreakdown t, double tokens, double emitting) const;
+  RooflineBreakdown price_rest(const AttentionPart& a) const {
+    return price_rest(a.time, static_cast<double>(a.tokens), static_cast<double>(a.emitting));
+  }
 
   // A batch of one-token decodes (every item computes one token) is priced in exact integer
   // arithmetic, so that a run of them, each the same decodes one token further, has its durations

@@ -112,15 +112,13 @@ void Replica::finish_iteration(Time now) {
     return;
   }
   now_ = now;
-  int32_t group_done = 0;
+  leaving_.clear();
   if (batch_.group > 0) {
     record_.grouped = batch_.group;
     record_.group_gap = now - group_end_;
     record_.emitted += batch_.group;
-    group_done = step_group(now, 1);
+    step_group(now, 1);
   }
-  leaving_.clear();
-  for (int32_t i = 0; i < group_done; ++i) leaving_.push_back(finishing_[static_cast<size_t>(i)].seq);
   for (BatchItem& item : batch_.items) {
     if (item.padding) continue;
     Request& r = req(item.seq);

@@ -174,8 +174,9 @@ class Replica final : public ReplicaView {
   std::span<const Member> touched_members(size_t opens);
   // Applies a decode iteration ending at `now` to the decode group's `k` steps (the group ran k
   // iterations in a row): the group's counts, and the members whose last token it was, which
-  // complete. Returns how many did. Costs what the finishing members cost, not a member each.
-  int32_t step_group(Time now, int32_t k);
+  // complete and are appended to leaving_, in running order. Costs what the finishing members
+  // cost, not a member each.
+  void step_group(Time now, int32_t k);
 
   const int32_t id_;
   const SchedulerLimits limits_;

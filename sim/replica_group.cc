@@ -205,7 +205,7 @@ int32_t Replica::schedule_decode_group(Batch& batch, int64_t max) {
   return batch.group;
 }
 
-int32_t Replica::step_group(Time now, int32_t k) {
+void Replica::step_group(Time now, int32_t k) {
   // Every member ran the k iterations (the batch's group is the whole group): the group's counts
   // move, and the members' own follow when they leave (sync).
   assert(static_cast<size_t>(batch_.group) == group_size_);
@@ -238,9 +238,9 @@ int32_t Replica::step_group(Time now, int32_t k) {
     leave_group(&r);
     assert(r.num_output == r.output_tokens && r.last_token == now);
     finish_generation(r);
+    leaving_.push_back(&r);
   }
   group_min_left_ = min_left;
-  return static_cast<int32_t>(finishing_.size());
 }
 
 void Replica::pop_finish() {
@@ -390,12 +390,9 @@ void Replica::finish_leap(Time now) {
 
   now_ = now;
   const auto k = static_cast<int32_t>(leap_count_);
-  const int32_t done = step_group(now, k + 1);
-  if (done > 0) {
-    leaving_.clear();
-    for (const Member& f : finishing_) leaving_.push_back(f.seq);
-    drop_leaving();
-  }
+  leaving_.clear();
+  step_group(now, k + 1);
+  if (!leaving_.empty()) drop_leaving();
   step_ += k + 1;
   leap_count_ = 0;
   busy_ = false;
