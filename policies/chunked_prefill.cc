@@ -25,12 +25,14 @@ class ChunkedPrefillPolicy final : public Policy {
     const std::deque<Sequence*>& waiting = view.waiting();
     int32_t budget = view.limits().max_num_batched_tokens;
     const int32_t cap = threshold(running.size() + waiting.size(), budget);
-    bool preempted = false;
 
-    // 1. Running requests first, in admission order; the replica's decode group at once when none
-    //    preempts.
-    auto i = static_cast<size_t>(view.schedule_decode_group(batch, budget));
-    budget -= static_cast<int32_t>(i);
+    // 1. Running requests first, in admission order; the replica's decode group at once, preempting
+    //    as below when the victim is the most recently admitted.
+    const DecodeGroup group = view.schedule_decode_group(
+        batch, budget, config_.priority ? GroupPreemption::kByPolicy : GroupPreemption::kMostRecent);
+    auto i = static_cast<size_t>(group.size);
+    budget -= group.size;
+    bool preempted = group.preempted;
     while (i < running.size() && budget > 0) {
       Sequence* seq = running[i];
       const int32_t n = chunk(seq->num_uncomputed(), cap, budget);

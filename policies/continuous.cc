@@ -16,13 +16,14 @@ class ContinuousPolicy final : public Policy {
     BlockManager& kv = view.kv();
     const std::vector<Sequence*>& running = view.running();
     int64_t budget = view.limits().max_num_batched_tokens;
-    bool preempted = false;
 
     // 1. Running requests, in admission order: each computes what it has not computed yet
-    //    (one decode token). The replica's decode group goes in at once when none preempts.
-    const int32_t grouped = view.schedule_decode_group(batch, std::numeric_limits<int64_t>::max());
-    budget -= grouped;
-    for (auto i = static_cast<size_t>(grouped); i < running.size(); ++i) {
+    //    (one decode token). The replica's decode group goes in at once, preempting as below.
+    const DecodeGroup group =
+        view.schedule_decode_group(batch, std::numeric_limits<int64_t>::max(), GroupPreemption::kMostRecent);
+    budget -= group.size;
+    bool preempted = group.preempted;
+    for (auto i = static_cast<size_t>(group.size); i < running.size(); ++i) {
       Sequence* seq = running[i];
       const int32_t n = seq->num_uncomputed();
       bool scheduled = true;

@@ -34,6 +34,19 @@ struct SchedulerLimits {
   int32_t max_num_batched_tokens = 8192;  // tokens computed per iteration
 };
 
+// What ReplicaView::schedule_decode_group does when a member of the decode group finds no free KV
+// block for its next token.
+enum class GroupPreemption : uint8_t {
+  kByPolicy,    // stops there: the policy goes on from that member, and preempts as it will
+  kMostRecent,  // preempts the most recently admitted running request until the member fits
+};
+
+// What ReplicaView::schedule_decode_group scheduled.
+struct DecodeGroup {
+  int32_t size = 0;        // the group's members in the batch: running()[0, size)
+  bool preempted = false;  // it preempted requests (GroupPreemption::kMostRecent)
+};
+
 // What a policy may see and do. The replica implements it.
 class ReplicaView {
  public:
@@ -51,19 +64,23 @@ class ReplicaView {
 
   // Schedules the replica's decode group in one call: its leading running requests that decode in
   // step (each has computed all but its newest token, and they emitted that token together), each
-  // computing its next token, exactly as a loop over them would one by one when none needs a
-  // preemption. Allocates their next KV slots, adds them to `batch` (Batch::group) and returns how
-  // many they are; the policy goes on from running()[that many]. When some member finds no free
-  // KV block for its next token, the group is the members before it, which allocate as they would
-  // one by one; the policy goes on from that member (and preempts for it). Returns 0, doing
-  // nothing, when the group is empty or larger than `max`, when its first member finds no free
-  // block, or when this run lists every item (a backend or recorder that needs them, or leap =
-  // false). Costs what the members' KV blocks cost, not an item each. The group's members'
-  // num_computed and num_output (and a request's last_token) are brought up to date only when they
-  // leave the group: a policy reads them for running()[returned, ...) only, as the loop does.
-  // A policy may drop the group again (Batch::clear) but must not then schedule its members one
-  // by one in the same batch. REQUIRES: batch is empty.
-  virtual int32_t schedule_decode_group(Batch& batch, int64_t max) = 0;
+  // computing its next token, exactly as a loop over them would one by one. Allocates their next
+  // KV slots, adds them to `batch` (Batch::group) and returns how many they are; the policy goes on
+  // from running()[that many]. When some member finds no free KV block for its next token:
+  //  - GroupPreemption::kByPolicy: the group is the members before it, which allocate as they
+  //    would one by one; the policy goes on from that member (and preempts for it);
+  //  - GroupPreemption::kMostRecent: it preempts running().back() (preempt()) until the member's
+  //    block is free or the member itself was preempted, as a loop whose victim is always the most
+  //    recently admitted request would, and goes on; the group is the members left, and
+  //    DecodeGroup::preempted says it preempted.
+  // Returns 0, doing nothing, when the group is empty or larger than `max`, when its first member
+  // finds no free block (kByPolicy), or when this run lists every item (a backend or recorder that
+  // needs them, or leap = false). Costs what the members' KV blocks cost, not an item each. The
+  // group's members' num_computed and num_output (and a request's last_token) are brought up to
+  // date only when they leave the group: a policy reads them for running()[returned, ...) only, as
+  // the loop does. A policy may drop the group again (Batch::clear) but must not then schedule its
+  // members one by one in the same batch. REQUIRES: batch is empty.
+  virtual DecodeGroup schedule_decode_group(Batch& batch, int64_t max, GroupPreemption preemption) = 0;
 
   // Moves seq from waiting() to the back of running(); records its first scheduling time. Its first
   // num_cached_tokens tokens came from the prefix cache and count as computed (and, at its first

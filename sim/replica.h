@@ -124,7 +124,7 @@ class Replica final : public ReplicaView {
   BlockManager& kv() override { return kv_; }
   const SchedulerLimits& limits() const override { return limits_; }
   bool more_arrivals_expected() const override { return *more_arrivals_; }
-  int32_t schedule_decode_group(Batch& batch, int64_t max) override;
+  DecodeGroup schedule_decode_group(Batch& batch, int64_t max, GroupPreemption preemption) override;
   void admit(Sequence* seq, int32_t num_cached_tokens = 0) override;
   void preempt(Sequence* seq) override;
   void reject(Sequence* seq, RejectCause cause, std::string reason) override;

@@ -161,13 +161,13 @@ std::span<const Replica::Member> Replica::touched_members(size_t opens) {
   return touched_;
 }
 
-int32_t Replica::schedule_decode_group(Batch& batch, int64_t max) {
+DecodeGroup Replica::schedule_decode_group(Batch& batch, int64_t max, GroupPreemption preemption) {
   assert(batch.empty());
-  if (!grouping_) return 0;
+  if (!grouping_) return {};
   // Who belongs: what is left of the group that ran last, and the requests behind it that decode
   // and emitted their last token with it (those that were just prefilled, when it ran too).
   if (group_size_ == 0) {
-    if (running_.empty()) return 0;
+    if (running_.empty()) return {};
     dissolve_group();  // what is left of a group that became empty
     buckets_.resize(static_cast<size_t>(kv_.block_size()));
     occupied_.resize((buckets_.size() + 63) / 64, 0);
@@ -176,33 +176,53 @@ int32_t Replica::schedule_decode_group(Batch& batch, int64_t max) {
   while (group_size_ < running_.size() && decodes_in_step(running_[group_size_])) {
     join_group(running_[group_size_]);
   }
-  if (group_size_ == 0) return 0;
+  if (group_size_ == 0) return {};
   if (static_cast<int64_t>(group_size_) > max) {
     dissolve_group();  // the policy lists them one by one, from their counters
-    return 0;
+    return {};
   }
 
   // As the policy would one by one, in running order: each member allocates room for its next
   // token. That takes a block when the token opens one; with prefix caching it also registers the
   // block the token fills. For every other member the allocation changes nothing. A member that
-  // finds no free block (the policy then preempts) leaves the group with those after it, for the
-  // policy to go on from, one by one; the members before it are the group.
+  // finds no free block either leaves the group with those after it, for the policy to go on
+  // from, one by one (the members before it are the group), or has the group preempt for it from
+  // the back of the running set, as the policy would.
+  DecodeGroup scheduled;
   const int64_t bs = kv_.block_size();
-  for (const Member& m : touched_members(opens_at_)) {  // left at once when the buckets change
+  std::span<const Member> touched = touched_members(opens_at_);  // valid until the buckets change
+  for (size_t i = 0; i < touched.size(); ++i) {
+    const Member m = touched[i];
     const int64_t next = computed(m.seq) + 1;
     const bool opens = next > static_cast<int64_t>(m.seq->block_table.size()) * bs;
     if (opens && kv_.num_free() < 1) {
-      leave_group_from(m.ticket);
-      if (group_size_ == 0) return 0;
-      break;
+      if (preemption == GroupPreemption::kByPolicy) {
+        leave_group_from(m.ticket);
+        break;
+      }
+      while (kv_.num_free() < 1) {
+        Sequence* victim = running_.back();
+        preempt(victim);  // a member leaves the group
+        scheduled.preempted = true;
+        if (victim == m.seq) break;
+      }
+      if (m.seq->group_ticket == 0) break;  // preempted: so are all after it
+      // The members preempted came after m; m is at the same place among those left.
+      touched = touched_members(opens_at_);
+      i = static_cast<size_t>(std::lower_bound(touched.begin(), touched.end(), m.ticket,
+                                               [](const Member& a, uint64_t t) { return a.ticket < t; }) -
+                              touched.begin());
+      assert(i < touched.size() && touched[i].seq == m.seq);
     }
     [[maybe_unused]] const bool ok = kv_.allocate(*m.seq, next);
     assert(ok);
   }
+  if (group_size_ == 0) return scheduled;
   batch.group = static_cast<int32_t>(group_size_);
   batch.group_context = group_context_;
   group_offered_ = true;
-  return batch.group;
+  scheduled.size = batch.group;
+  return scheduled;
 }
 
 void Replica::step_group(Time now, int32_t k) {
