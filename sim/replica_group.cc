@@ -45,6 +45,9 @@ void leap_ranges(const std::vector<KvChange>& kv, const std::vector<WaitingChang
   }
 }
 
+// finish_leap walks at most this many iterations to an arrival rather than start from a known one.
+constexpr int64_t kWalkAtMost = 8;
+
 }  // namespace
 
 void Replica::enable_grouping(bool on) {
@@ -344,8 +347,10 @@ Time Replica::leap(Time horizon) {
     const int64_t plain_end = std::min(steps, j + plain_after(opens));
     const int64_t plain_start = j;
     for (; j < plain_end && t < horizon; ++j) {
-      const Time end = add_time(t, duration.next());
-      if (end == kNever) break;
+      // add_time's check, cheaper: t is at most kTimeHorizon and a duration below 2^62 plus that
+      // (decode_durations.h), so their sum does not overflow.
+      const Time end = t + duration.next();
+      if (end > kTimeHorizon) break;
       t = end;
     }
     if (j < plain_end || j == steps || t >= horizon) break;  // stopped by the time, or at the end
@@ -393,9 +398,18 @@ void Replica::finish_leap(Time now) {
     Time start = first_end_;  // iteration i's
     int64_t i = 0;
     size_t arrived = 0;
+    size_t known = 0;  // leap_kv_changes_[known]: an iteration whose start leap() noted
     while (arrived < leap_arrivals_.size()) {
       // On to the first iteration starting at or after the next arrival; the count changes there.
-      for (const Time at = leap_arrivals_[arrived]; i < leap_count_ && start < at; ++i) start += duration.next();
+      // From the last iteration before it whose start is known, when that is further on.
+      const Time at = leap_arrivals_[arrived];
+      while (known + 1 < leap_kv_changes_.size() && leap_kv_changes_[known + 1].at < at) ++known;
+      if (leap_kv_changes_[known].iteration > i + kWalkAtMost) {
+        i = leap_kv_changes_[known].iteration;
+        start = leap_kv_changes_[known].at;
+        duration = DecodeDurationCursor(leapt.shifted(i));
+      }
+      for (; i < leap_count_ && start < at; ++i) start += duration.next();
       if (i == leap_count_) break;
       while (arrived < leap_arrivals_.size() && leap_arrivals_[arrived] <= start) ++arrived;
       note_change(waiting, i, record_.waiting + static_cast<int32_t>(arrived), start);
