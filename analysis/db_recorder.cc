@@ -126,7 +126,7 @@ void DbRecorder::on_decode_steps(const DecodeSteps& steps) {
 void DbRecorder::on_request(const Request& r) {
   if (failed() || level_ < LogLevel::kRequests) return;
   chunk_.requests.push_back(RunRows::RequestRow{
-      r.spec ? r.spec->id : "r" + std::to_string(r.index), r.replica, r.arrival, r.scheduled,
+      r.spec ? r.spec->id : default_request_id(r.index), r.replica, r.arrival, r.scheduled,
       r.first_token, r.finished, r.prompt_tokens, r.num_output, r.cached_tokens, r.preemptions,
       r.priority, status_name(r), r.reason});
   if (chunk_.size() >= kRowsPerChunk) hand_over();
@@ -135,7 +135,7 @@ void DbRecorder::on_request(const Request& r) {
 void DbRecorder::on_transfer(const TransferRecord& t) {
   if (failed() || level_ < LogLevel::kRequests) return;
   const Request& r = *t.request;
-  chunk_.transfers.push_back(RunRows::TransferRow{r.spec ? r.spec->id : "r" + std::to_string(r.index),
+  chunk_.transfers.push_back(RunRows::TransferRow{r.spec ? r.spec->id : default_request_id(r.index),
                                                   t.prefill_replica, t.decode_replica, t.tokens, t.bytes,
                                                   t.ready, t.reserved, t.start, t.end});
   if (chunk_.size() >= kRowsPerChunk) hand_over();

@@ -1,6 +1,14 @@
 #include "sim/request.h"
 
+#include <charconv>
+#include <iterator>
+
 namespace servesim {
+
+std::string default_request_id(int64_t index) {
+  char text[24] = {'r'};  // written in place: "r" + std::to_string() builds two strings
+  return std::string(text, std::to_chars(text + 1, std::end(text), index).ptr);
+}
 
 uint64_t content_id(uint64_t salt, uint64_t n) {
   // splitmix64's finalizer over the salted number: a bijection, so ids of one kind never collide.

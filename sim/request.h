@@ -41,6 +41,10 @@ inline constexpr uint64_t kTraceBlockContent = 0x7472616365212121;  // loader: a
 // sequence's prompt and output together (at most 2 x 10^8) always fit an int32_t.
 inline constexpr int32_t kMaxTokens = 100'000'000;
 
+// The id of a request that a workload gives none: "r" and its index in the workload ("r0", "r1",
+// ...).
+std::string default_request_id(int64_t index);
+
 // One request of a workload, as read or generated. Immutable once the workload is loaded.
 struct RequestSpec {
   std::string id;          // unique within the workload

@@ -235,6 +235,19 @@ TEST(CsvTrace, TokenCountsWrittenAsFloats) {
   EXPECT_EQ(rows[0].output_tokens, 7);
 }
 
+// Counts of up to nine digits are read at once (parse_token_count's plain path), longer ones and
+// the edges of the range by from_chars: both give the same values.
+TEST(CsvTrace, TokenCountsOfEveryLength) {
+  const auto rows = read_ok(csv_options(write_temp(
+      "t.csv", "arrival,prompt_tokens,output_tokens\n0,000000007,100000000\n0,0000000000012,1\n0,9,99999999\n")));
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].prompt_tokens, 7);
+  EXPECT_EQ(rows[0].output_tokens, 100'000'000);
+  EXPECT_EQ(rows[1].prompt_tokens, 12);
+  EXPECT_EQ(rows[2].prompt_tokens, 9);
+  EXPECT_EQ(rows[2].output_tokens, 99'999'999);
+}
+
 TEST(CsvTrace, RowErrorsNameLineAndColumn) {
   const std::string h = "arrival,prompt_tokens,output_tokens\n";
   EXPECT_EQ(read_error(h + "0,1,1\n0,abc,1\n"),

@@ -108,7 +108,7 @@ Result<std::vector<RequestSpec>> read_azure_trace(const ReplayOptions& options) 
     auto output = parse_token_count(reader, names[2], fields[col[2]]);
     if (!output) return output.error();
     RequestSpec& spec = rows.emplace_back();
-    spec.id = "r" + std::to_string(rows.size() - 1);
+    spec.id = default_request_id(static_cast<int64_t>(rows.size()) - 1);
     spec.line = reader.line_number();
     spec.arrival = seconds * kNsPerSecond + (t->nanos - first.nanos);
     spec.prompt_tokens = prompt.value();

@@ -170,18 +170,20 @@ bool split_csv(std::string_view line, std::vector<std::string>& fields) {
 bool split_csv(std::string_view line, std::vector<std::string>& unquoted,
                std::vector<std::string_view>& fields) {
   fields.clear();
-  if (line.find('"') != std::string_view::npos) {  // quotes to take off: their fields are new text
-    if (!split_csv(line, unquoted)) return false;
-    fields.assign(unquoted.begin(), unquoted.end());
-    return true;
+  // One pass: while no quote comes, every field is a piece of the line.
+  size_t start = 0;
+  for (size_t i = 0; i < line.size(); ++i) {
+    if (line[i] == ',') {
+      fields.push_back(trim(line.substr(start, i - start)));
+      start = i + 1;
+    } else if (line[i] == '"') {  // quotes to take off: their fields are new text
+      if (!split_csv(line, unquoted)) return false;
+      fields.assign(unquoted.begin(), unquoted.end());
+      return true;
+    }
   }
-  for (size_t start = 0;;) {  // no quotes: every field is a piece of the line
-    const size_t comma = line.find(',', start);
-    const size_t end = comma == std::string_view::npos ? line.size() : comma;
-    fields.push_back(trim(line.substr(start, end - start)));
-    if (comma == std::string_view::npos) return true;
-    start = comma + 1;
-  }
+  fields.push_back(trim(line.substr(start)));
+  return true;
 }
 
 Result<CsvHeader> CsvHeader::read(LineReader& in) {
@@ -267,10 +269,23 @@ IntegerCell parse_integer_cell(std::string_view text) {
   return cell;
 }
 
+// A cell of 1 to 9 digits, as nearly every count is: its value at once; -1 for anything else,
+// which parse_integer_cell then reads.
+int64_t plain_digits(std::string_view text) {
+  if (text.empty() || text.size() > 9) return -1;
+  int64_t value = 0;
+  for (const char c : text) {
+    if (c < '0' || c > '9') return -1;
+    value = value * 10 + (c - '0');
+  }
+  return value;
+}
+
 }  // namespace
 
 Result<int32_t> parse_token_count(const LineReader& in, std::string_view column,
                                   std::string_view text) {
+  if (const int64_t v = plain_digits(text); v >= 1 && v <= kMaxTokens) return static_cast<int32_t>(v);
   const IntegerCell cell = parse_integer_cell(text);
   if (!cell.ok && !cell.out_of_range) return in.expected(column, "an integer >= 1", text);
   constexpr int64_t kMax = kMaxTokens;
@@ -296,22 +311,22 @@ std::optional<double> plain_decimal(std::string_view text) {
   // power of ten are exact doubles, so their quotient is the correctly rounded value, as
   // from_chars gives (Clinger's fast path).
   uint64_t mantissa = 0;
-  size_t i = 0, fraction = 0;
-  const auto digits = [&](bool after_dot) {
-    const size_t from = i;
-    for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
-      if (mantissa >= (uint64_t{1} << 53) / 10) return false;  // might not stay exact
-      mantissa = mantissa * 10 + static_cast<uint64_t>(text[i] - '0');
-      if (after_dot) ++fraction;
+  size_t digits = 0;
+  size_t dot = std::string_view::npos;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c >= '0' && c <= '9') {
+      mantissa = mantissa * 10 + static_cast<uint64_t>(c - '0');  // exact while digits <= 19
+      ++digits;
+    } else if (c == '.' && dot == std::string_view::npos) {
+      dot = i;
+    } else {
+      return std::nullopt;
     }
-    return i > from;
-  };
-  if (!digits(false)) return std::nullopt;
-  if (i < text.size()) {
-    if (text[i] != '.') return std::nullopt;
-    ++i;
-    if (!digits(true) || i < text.size()) return std::nullopt;
   }
+  const size_t fraction = dot == std::string_view::npos ? 0 : text.size() - dot - 1;
+  const bool dangling_dot = dot != std::string_view::npos && (dot == 0 || fraction == 0);  // ".5", "1."
+  if (digits == 0 || digits > 19 || mantissa >= (uint64_t{1} << 53) || dangling_dot) return std::nullopt;
   static constexpr double kPowers[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
                                        1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
                                        1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};

@@ -66,7 +66,7 @@ Result<std::vector<RequestSpec>> read_csv_trace(const ReplayOptions& options) {
       if (!p) return p.error();
       priority = p.value();
     }
-    std::string id = "r" + std::to_string(rows.size());
+    std::string id;
     if (id_col.value()) {
       id.assign(fields[*id_col.value()]);
       if (id.empty()) return reader.expected(names.id, "a non-empty id", id);
@@ -78,7 +78,7 @@ Result<std::vector<RequestSpec>> read_csv_trace(const ReplayOptions& options) {
     }
     if (rows.size() == kRowsBeforeReserving) rows.reserve(reader.rows_expected(rows.size(), options.limit));
     RequestSpec& spec = rows.emplace_back();
-    spec.id = std::move(id);
+    spec.id = id_col.value() ? std::move(id) : default_request_id(static_cast<int64_t>(rows.size()) - 1);
     spec.line = reader.line_number();
     spec.arrival = from_seconds(arrival.value());
     spec.prompt_tokens = prompt.value();

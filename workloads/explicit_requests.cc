@@ -125,7 +125,7 @@ Status read_request(const TableFields& f, size_t i, const Prefixes& prefixes, Re
   auto id = f.string("id");
   if (!id) return id.error();
   default_id = !id.value().has_value();
-  spec.id = default_id ? "r" + std::to_string(i) : std::move(id).value().value();
+  spec.id = default_id ? default_request_id(static_cast<int64_t>(i)) : std::move(id).value().value();
   spec.line = f.line();
   auto arrival = f.number("arrival", 0.0, true, kMaxArrivalSeconds);
   if (!arrival) return arrival.error();

@@ -245,7 +245,7 @@ class GeneratedRequests final : public RequestStream {
     if (plan_.end && t >= *plan_.end) return false;
     if (plan_.factor != 1.0) t = from_seconds(to_seconds(t) * plan_.factor);
     r = RequestSpec{};
-    r.id = "r" + std::to_string(i_);
+    r.id = default_request_id(static_cast<int64_t>(i_));
     r.arrival = t;
     r.prompt_tokens = plan_.prompt ? plan_.prompt->sample(prompt_rng_) : 1;
     r.output_tokens = plan_.output->sample(output_rng_);

@@ -126,7 +126,7 @@ Result<std::vector<RequestSpec>> read_mooncake_trace(const ReplayOptions& option
     auto output = token_count(reader, row, "output_length");
     if (!output) return output.error();
     RequestSpec spec;
-    spec.id = "r" + std::to_string(rows.size());
+    spec.id = default_request_id(static_cast<int64_t>(rows.size()));
     spec.line = reader.line_number();
     spec.arrival = arrival.value();
     spec.prompt_tokens = prompt.value();

@@ -259,7 +259,7 @@ Result<Workload> vllm_bench_workload(const VllmBenchResult& result, uint64_t see
   for (size_t k = 0; k < kept.size(); ++k) {
     const VllmBenchRequest& q = result.requests[kept[k]];
     RequestSpec r;
-    r.id = "r" + std::to_string(kept[k]);
+    r.id = default_request_id(static_cast<int64_t>(kept[k]));
     r.arrival = from_seconds(arrivals[k]);
     r.prompt_tokens = q.input_len;
     r.output_tokens = q.output_len;
