@@ -341,11 +341,27 @@ Time Replica::leap(Time horizon) {
     const size_t h = w * 64 + 63 - static_cast<size_t>(std::countl_zero(bits));  // the touching bucket
     return static_cast<int64_t>(p >= h ? p - h : p + n - h);
   };
+  // A plain stretch (fewer than n iterations) is summed first and checked against the horizons
+  // after, when its durations are small enough that the sum cannot overflow (they grow with j).
+  const bool sum_first = leap_run_.at(steps) <= (int64_t{1} << 62) / static_cast<int64_t>(n);
   size_t opens = opens_at_;
   int64_t j = 1;
   while (j < steps && t < horizon) {
     const int64_t plain_end = std::min(steps, j + plain_after(opens));
     const int64_t plain_start = j;
+    if (sum_first && j < plain_end) {
+      DecodeDurationCursor ahead = duration;
+      Time last_start = t, end = t;
+      for (int64_t i = j; i < plain_end; ++i) {
+        last_start = end;
+        end += ahead.next();
+      }
+      if (last_start < horizon && end <= kTimeHorizon) {  // else stepped one by one below
+        duration = ahead;
+        t = end;
+        j = plain_end;
+      }
+    }
     for (; j < plain_end && t < horizon; ++j) {
       // add_time's check, cheaper: t is at most kTimeHorizon and a duration below 2^62 plus that
       // (decode_durations.h), so their sum does not overflow.
