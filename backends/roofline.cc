@@ -24,6 +24,16 @@ RooflineModel::RooflineModel(HardwareSpec hw, ModelSpec model, RooflineOptions o
   const double compute_slope = 4 * q_dim / compute, memory_slope = decode_bytes_per_context_ / memory;
   decodes_memory_bound_ = compute > 0 && memory > 0 && memory_slope >= compute_slope &&
                           decode_bytes_per_item_ / memory >= 4 * q_dim / compute;
+  // decode_attention() in fixed point, for decode_durations: a per context token, c per item.
+  constexpr double kScale = 1e9 * static_cast<double>(DecodeDurations::kOne);  // seconds -> 2^-31 ns
+  constexpr double kMax = 0x1p62;
+  const auto layers = static_cast<double>(model_.num_layers);
+  const double a = std::round(decode_bytes_per_context_ / memory * layers * kScale);
+  const double c = std::round((decode_bytes_per_item_ / memory + hw_.attention_sequence_overhead) * layers * kScale);
+  if (a >= 0 && a < kMax && c >= 0 && c < kMax) {
+    decode_per_context_ = static_cast<int64_t>(a);
+    decode_per_item_ = static_cast<int64_t>(c);
+  }
 }
 
 double RooflineModel::memory_time(double bytes) const {
@@ -142,20 +152,13 @@ bool RooflineModel::decode_durations(const Batch& batch, DecodeDurations& out) c
 }
 
 bool RooflineModel::decode_durations(const DecodeShape& shape, Time rest, DecodeDurations& out) const {
-  if (rest == kNever) return false;
-  // decode_attention() in fixed point: a per context token, c per item.
-  constexpr double kScale = 1e9 * static_cast<double>(DecodeDurations::kOne);  // seconds -> 2^-31 ns
-  constexpr double kMax = 0x1p62;
-  const double memory = hw_.memory_bandwidth * hw_.attention_efficiency;
-  const auto layers = static_cast<double>(model_.num_layers);
-  const double a = std::round(decode_bytes_per_context_ / memory * layers * kScale);
-  const double c = std::round((decode_bytes_per_item_ / memory + hw_.attention_sequence_overhead) * layers * kScale);
-  if (!(a >= 0 && a < kMax && c >= 0 && c < kMax)) return false;
-  const auto per_context = static_cast<int64_t>(a), per_item = static_cast<int64_t>(c);
+  if (rest == kNever || decode_per_context_ < 0) return false;
+  constexpr int64_t kMax = int64_t{1} << 62;
+  const int64_t per_context = decode_per_context_, per_item = decode_per_item_;
   const Wide step = static_cast<Wide>(per_context) * shape.count;
   const Wide fixed = static_cast<Wide>(per_item) * shape.count + DecodeDurations::kOne / 2;
   const Wide x = static_cast<Wide>(per_context) * shape.context_sum + fixed;
-  if (step >= static_cast<Wide>(kMax) || fixed >= static_cast<Wide>(kMax) ||
+  if (step >= kMax || fixed >= kMax ||
       (x >> DecodeDurations::kFractionBits) > kTimeHorizon - rest) {
     return false;
   }

@@ -103,6 +103,9 @@ class RooflineModel {
   RooflineOptions options_;
   bool decodes_memory_bound_ = false;  // see the constructor
   double decode_bytes_per_context_ = 0, decode_bytes_per_item_ = 0;
+  // decode_attention() in fixed point (DecodeDurations): per context token, per item; -1 when
+  // they do not fit it.
+  int64_t decode_per_context_ = -1, decode_per_item_ = -1;
 };
 
 // Inline: a leap prices millions of steps.
