@@ -21,10 +21,10 @@ struct TimelineBucket {
   int64_t seqs_max = 0, waiting_max = 0, kv_max = 0, kv_total = -1;
   Time busy = 0;   // ns
   Wide kv_ns = 0;  // blocks used x ns
-  // Adds `n` iterations that together last `busy` ns, with the same seqs, waiting and KV use;
-  // prefill, decode, emitted and preempted are their sums.
+  // Adds `n` iterations that together last `busy` ns: prefill, decode, emitted and preempted are
+  // their sums, seqs, waiting and kv_max their largest, and kv_ns their KV blocks used x ns.
   void add(int64_t n, Time busy, int64_t prefill, int64_t decode, int64_t emitted, int64_t preempted,
-           int64_t seqs, int64_t waiting, int64_t kv_used, int64_t kv_total);
+           int64_t seqs, int64_t waiting, Wide kv_ns, int64_t kv_max, int64_t kv_total);
   // The time-weighted mean of the KV blocks used.
   double kv_mean() const { return busy > 0 ? static_cast<double>(kv_ns) / static_cast<double>(busy) : 0; }
 };
