@@ -24,7 +24,8 @@ void TimelineBucket::add(int64_t n, Time busy_ns, int64_t prefill_tokens, int64_
 void TimelineBuckets::add_iteration(const IterationRecord& it, Completed& done) {
   bucket_for(it.replica, it.start, done)
       .add(1, it.duration, it.prefill_tokens, it.decode_tokens, it.emitted, it.preempted, it.num_seqs,
-           it.waiting, static_cast<Wide>(it.kv_blocks_used) * it.duration, it.kv_blocks_used, it.kv_blocks_total);
+           it.waiting, static_cast<Wide>(it.kv_blocks_used) * it.duration, it.kv_blocks_used,
+           it.kv_blocks_total);
 }
 
 void TimelineBuckets::add_decode_steps(const DecodeSteps& steps, Completed& done) {
@@ -48,8 +49,8 @@ void TimelineBuckets::add_decode_steps(const DecodeSteps& steps, Completed& done
   const auto flush = [&] {  // into *b
     if (part.n == 0) return;
     const int64_t tokens = part.n * steps.num_seqs;
-    b->add(part.n, part.busy, 0, tokens, tokens, 0, steps.num_seqs, part.waiting_max, part.kv_ns, part.kv_max,
-           steps.kv_blocks_total);
+    b->add(part.n, part.busy, 0, tokens, tokens, 0, steps.num_seqs, part.waiting_max, part.kv_ns,
+           part.kv_max, steps.kv_blocks_total);
     part = Part{};
   };
   int64_t j = 0;

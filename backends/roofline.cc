@@ -29,7 +29,8 @@ RooflineModel::RooflineModel(HardwareSpec hw, ModelSpec model, RooflineOptions o
   constexpr double kMax = 0x1p62;
   const auto layers = static_cast<double>(model_.num_layers);
   const double a = std::round(decode_bytes_per_context_ / memory * layers * kScale);
-  const double c = std::round((decode_bytes_per_item_ / memory + hw_.attention_sequence_overhead) * layers * kScale);
+  const double c =
+      std::round((decode_bytes_per_item_ / memory + hw_.attention_sequence_overhead) * layers * kScale);
   if (a >= 0 && a < kMax && c >= 0 && c < kMax) {
     decode_per_context_ = static_cast<int64_t>(a);
     decode_per_item_ = static_cast<int64_t>(c);

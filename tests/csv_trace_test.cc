@@ -238,8 +238,9 @@ TEST(CsvTrace, TokenCountsWrittenAsFloats) {
 // Counts of up to nine digits are read at once (parse_token_count's plain path), longer ones and
 // the edges of the range by from_chars: both give the same values.
 TEST(CsvTrace, TokenCountsOfEveryLength) {
-  const auto rows = read_ok(csv_options(write_temp(
-      "t.csv", "arrival,prompt_tokens,output_tokens\n0,000000007,100000000\n0,0000000000012,1\n0,9,99999999\n")));
+  const auto rows = read_ok(csv_options(write_temp("t.csv",
+                                                   "arrival,prompt_tokens,output_tokens\n0,000000007,100000000\n"
+                                                   "0,0000000000012,1\n0,9,99999999\n")));
   ASSERT_EQ(rows.size(), 3u);
   EXPECT_EQ(rows[0].prompt_tokens, 7);
   EXPECT_EQ(rows[0].output_tokens, 100'000'000);
