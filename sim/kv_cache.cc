@@ -239,9 +239,7 @@ bool BlockManager::allocate_blocks(Sequence& seq, int64_t num_tokens, int32_t nu
 
 void BlockManager::free(Sequence& seq) {
   if (plain_) {  // every block goes back to spare_, tail first, as below
-    const size_t from = spare_.size();
-    spare_.insert(spare_.end(), seq.block_table.begin(), seq.block_table.end());
-    std::reverse(spare_.begin() + static_cast<std::ptrdiff_t>(from), spare_.end());
+    spare_.insert(spare_.end(), seq.block_table.rbegin(), seq.block_table.rend());
     used_ -= static_cast<int64_t>(seq.block_table.size());
     keep_table(seq);
     seq.num_registered_blocks = 0;
