@@ -5,6 +5,7 @@
 // completed.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -21,10 +22,10 @@ struct TimelineBucket {
   int64_t seqs_max = 0, waiting_max = 0, kv_max = 0, kv_total = -1;
   Time busy = 0;   // ns
   Wide kv_ns = 0;  // blocks used x ns
-  // Adds `n` iterations that together last `busy` ns: prefill, decode, emitted and preempted are
-  // their sums, seqs, waiting and kv_max their largest, and kv_ns their KV blocks used x ns.
+  // Adds `n` iterations that together last `busy` ns, with the same seqs, waiting and KV use;
+  // prefill, decode, emitted and preempted are their sums.
   void add(int64_t n, Time busy, int64_t prefill, int64_t decode, int64_t emitted, int64_t preempted,
-           int64_t seqs, int64_t waiting, Wide kv_ns, int64_t kv_max, int64_t kv_total);
+           int64_t seqs, int64_t waiting, int64_t kv_used, int64_t kv_total);
   // The time-weighted mean of the KV blocks used.
   double kv_mean() const { return busy > 0 ? static_cast<double>(kv_ns) / static_cast<double>(busy) : 0; }
 };
@@ -56,5 +57,22 @@ class TimelineBuckets {
   double resolution_;
   std::vector<TimelineBucket> open_;  // per replica
 };
+
+// Inline: a leap adds each of its ranges.
+inline void TimelineBucket::add(int64_t n, Time busy_ns, int64_t prefill_tokens, int64_t decode_tokens,
+                                int64_t emitted_tokens, int64_t preempted, int64_t seqs, int64_t waiting,
+                                int64_t kv_used, int64_t kv_blocks) {
+  iterations += n;
+  busy += busy_ns;
+  prefill += prefill_tokens;
+  decode += decode_tokens;
+  emitted += emitted_tokens;
+  preemptions += preempted;
+  seqs_max = std::max(seqs_max, seqs);
+  waiting_max = std::max(waiting_max, waiting);
+  kv_ns += static_cast<Wide>(kv_used) * busy_ns;
+  kv_max = std::max(kv_max, kv_used);
+  kv_total = kv_blocks;
+}
 
 }  // namespace servesim
