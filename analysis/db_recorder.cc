@@ -1,5 +1,6 @@
 #include "analysis/db_recorder.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -30,6 +31,17 @@ const char* status_name(const Request& r) {
   if (r.status == RequestStatus::kDone && r.finished >= 0) return "finished";
   if (r.status == RequestStatus::kRejected) return "rejected";
   return "unfinished";
+}
+
+// The timeline table's key order, (bucket, replica) within a run. A replica's bucket completes when
+// its next iteration starts, so buckets complete out of that order (an idle replica's late). Sorted
+// within each chunk, they go in near the end of the table's B-tree, which SQLite inserts far more
+// cheaply than rows landing between stored ones: eight replicas' writer ran 10 % fewer
+// instructions (bench/replay_100k.py's chunked-prefill case, with the database on).
+void in_key_order(TimelineBuckets::Completed& rows) {
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
+    return a.second.index != b.second.index ? a.second.index < b.second.index : a.first < b.first;
+  });
 }
 
 const char* outcome_name(RunOutcome outcome) {
@@ -143,6 +155,7 @@ void DbRecorder::on_transfer(const TransferRecord& t) {
 
 void DbRecorder::write_chunk(Chunk& chunk) {
   // Within a chunk, tables one after the other: the order of rows across tables means nothing.
+  in_key_order(chunk.timeline);
   rows_.show(std::span<const RunRows::RequestRow>(chunk.requests));
   rows_.show(std::span<const IterationRecord>(chunk.iterations));
   rows_.show(std::span<const RunRows::TimelineRow>(chunk.timeline));
@@ -205,6 +218,7 @@ void DbRecorder::on_run_end(RunOutcome outcome, const std::string& error) {
   if (!write_error_.empty()) final_metrics_.clear();  // the run failed: no metrics
   TimelineBuckets::Completed last;
   timeline_.finish(last);
+  in_key_order(last);
   rows_.show(std::span<const RunRows::TimelineRow>(last));
   store(RunRows::kTimeline);
   rows_.show_none();
