@@ -161,20 +161,21 @@ void Replica::finish_iteration(Time now) {
 }
 
 void Replica::drop_leaving() {
-  // Compacted from the first that leaves on; leaving_ ends in a null, which no running request is.
-  const size_t n = leaving_.size();
-  leaving_.push_back(nullptr);
-  auto kept = std::find(running_.begin(), running_.end(), leaving_.front());
-  size_t next = 0;
-  for (auto it = kept; it != running_.end(); ++it) {
-    if (*it == leaving_[next]) {
-      ++next;
-    } else {
-      *kept++ = *it;
-    }
+  // Each leaving request is found from the one before, and the kept requests between two of them
+  // move down as one block: mostly one or two leave a batch of up to max_num_seqs, so a compare and
+  // a copy per kept request would cost more than finding them.
+  const auto end = running_.end();
+  auto kept = std::find(running_.begin(), end, leaving_.front());  // where the kept ones go next
+  auto at = kept;                                                  // the leaving one found last
+  size_t found = 0;
+  while (at != end) {
+    ++found;
+    const auto next = found < leaving_.size() ? std::find(at + 1, end, leaving_[found]) : end;
+    kept = std::move(at + 1, next, kept);
+    at = next;
   }
-  running_.erase(kept, running_.end());
-  if (next < n) {  // a policy listed its items out of running order: some are left
+  running_.erase(kept, end);
+  if (found < leaving_.size()) {  // a policy listed its items out of running order: some are left
     std::erase_if(running_, [](const Sequence* s) {
       return s->status == RequestStatus::kDone || s->status == RequestStatus::kTransferring;
     });
