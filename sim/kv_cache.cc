@@ -196,7 +196,8 @@ bool BlockManager::allocate_blocks(Sequence& seq, int64_t num_tokens, int32_t nu
   if (num_cached_tokens > 0) seq.num_registered_blocks = cached_blocks;
 
   // Fresh blocks for the rest: freed blocks without a hash first, taken together (a prompt takes
-  // many) in the order take_block would pop them, then the others one by one.
+  // many) in the order take_block would pop them (without prefix caching, in the order they lie:
+  // free() put them there in their table's order), then the others one by one.
   const int64_t want = blocks_for(num_tokens) - static_cast<int64_t>(seq.block_table.size());
   if (want == 1 && !spare_.empty()) {  // a decode's next block: the same, without the bulk's moves
     const int32_t id = spare_.back();
@@ -208,7 +209,7 @@ bool BlockManager::allocate_blocks(Sequence& seq, int64_t num_tokens, int32_t nu
     const auto bulk = static_cast<std::ptrdiff_t>(std::min<int64_t>(want, static_cast<int64_t>(spare_.size())));
     const size_t from = seq.block_table.size();
     seq.block_table.insert(seq.block_table.end(), spare_.end() - bulk, spare_.end());
-    std::reverse(seq.block_table.begin() + static_cast<std::ptrdiff_t>(from), seq.block_table.end());
+    if (!plain_) std::reverse(seq.block_table.begin() + static_cast<std::ptrdiff_t>(from), seq.block_table.end());
     spare_.resize(spare_.size() - static_cast<size_t>(bulk));
     if (!plain_) {
       for (size_t b = from; b < seq.block_table.size(); ++b) ref_[static_cast<size_t>(seq.block_table[b])] = 1;
@@ -238,8 +239,8 @@ bool BlockManager::allocate_blocks(Sequence& seq, int64_t num_tokens, int32_t nu
 }
 
 void BlockManager::free(Sequence& seq) {
-  if (plain_) {  // every block goes back to spare_, tail first, as below
-    spare_.insert(spare_.end(), seq.block_table.rbegin(), seq.block_table.rend());
+  if (plain_) {  // every block goes back to spare_, in the table's order: copied, not reversed
+    spare_.insert(spare_.end(), seq.block_table.begin(), seq.block_table.end());
     used_ -= static_cast<int64_t>(seq.block_table.size());
     keep_table(seq);
     seq.num_registered_blocks = 0;
