@@ -209,9 +209,9 @@ bool BlockManager::allocate_blocks(Sequence& seq, int64_t num_tokens, int32_t nu
     const auto bulk = static_cast<std::ptrdiff_t>(std::min<int64_t>(want, static_cast<int64_t>(spare_.size())));
     const size_t from = seq.block_table.size();
     seq.block_table.insert(seq.block_table.end(), spare_.end() - bulk, spare_.end());
-    if (!plain_) std::reverse(seq.block_table.begin() + static_cast<std::ptrdiff_t>(from), seq.block_table.end());
     spare_.resize(spare_.size() - static_cast<size_t>(bulk));
-    if (!plain_) {
+    if (!plain_) {  // in take_block's order, each with its one holder
+      std::reverse(seq.block_table.begin() + static_cast<std::ptrdiff_t>(from), seq.block_table.end());
       for (size_t b = from; b < seq.block_table.size(); ++b) ref_[static_cast<size_t>(seq.block_table[b])] = 1;
     }
     used_ += bulk;
