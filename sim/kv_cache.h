@@ -99,8 +99,9 @@ class BlockManager {
     }
     return allocate_blocks(seq, num_tokens, num_cached_tokens);
   }
-  // Returns seq's blocks, tail first; cached ones stay cached until evicted. Safe on a sequence that
-  // holds none.
+  // Returns seq's blocks: with prefix caching tail first, and cached ones stay cached until
+  // evicted; without, in the table's order (which block is reused next changes no result). Safe on
+  // a sequence that holds none.
   void free(Sequence& seq);
 
  private:
