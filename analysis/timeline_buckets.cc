@@ -15,35 +15,35 @@ void TimelineBuckets::add_decode_steps(const DecodeSteps& steps, Completed& done
   TimelineBucket* b = &bucket_for(steps.replica, at, done);
   int64_t j = 0;
   for (const DecodeSteps::Range& range : steps.ranges) {
-    int64_t n = 0;  // of this range's iterations, in *b
-    Time busy = 0;
-    const auto add = [&] {
+    // n of the range's iterations, lasting `busy` in all, to *b: each decodes and emits a token
+    // per sequence.
+    const auto add = [&](int64_t n, Time busy) {
       b->add(n, busy, 0, n * steps.num_seqs, n * steps.num_seqs, 0, steps.num_seqs, range.waiting,
              range.kv_blocks_used, steps.kv_blocks_total);
-      n = 0;
-      busy = 0;
     };
     if (at >= b->end) b = &bucket_for(steps.replica, at, done);
     if (at + range.busy < b->end) {  // every iteration of the range starts in *b
-      n = range.end - j;
-      busy = range.busy;
-      add();
+      add(range.end - j, range.busy);
       at += range.busy;
       j = range.end;
       continue;
     }
     DecodeDurationCursor duration(steps.durations.shifted(j));
+    int64_t n = 0;  // of this range's iterations, in *b
+    Time busy = 0;
     for (; j < range.end; ++j) {
       const Time d = duration.next();
       if (at >= b->end) {  // a new bucket
-        if (n > 0) add();
+        if (n > 0) add(n, busy);
+        n = 0;
+        busy = 0;
         b = &bucket_for(steps.replica, at, done);
       }
       ++n;
       busy += d;
       at += d;
     }
-    if (n > 0) add();
+    if (n > 0) add(n, busy);
   }
 }
 
