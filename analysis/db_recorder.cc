@@ -63,10 +63,30 @@ LogLevel parse_log_level(const std::string& name) {
 
 DbRecorder::DbRecorder(Database& db, int64_t run_id, const MetricsAccumulator& metrics,
                        LogLevel level, double resolution, bool background)
-    : db_(db), run_id_(run_id), metrics_(metrics), started_(std::chrono::steady_clock::now()),
+    : db_(&db), run_id_(run_id), metrics_(metrics), started_(std::chrono::steady_clock::now()),
       level_(level), timeline_(resolution > 0 ? resolution : 1.0), rows_(timeline_.resolution()),
       background_(background) {
-  if (!rows_.prepare(db_.handle()).ok()) fail("preparing inserts");
+  if (!rows_.prepare(db_->handle()).ok()) fail("preparing inserts");
+}
+
+DbRecorder::DbRecorder(std::function<std::optional<Opened>()> open, const MetricsAccumulator& metrics,
+                       LogLevel level, double resolution)
+    : open_(std::move(open)), metrics_(metrics), started_(std::chrono::steady_clock::now()), level_(level),
+      timeline_(resolution > 0 ? resolution : 1.0), rows_(timeline_.resolution()), background_(true) {}
+
+bool DbRecorder::open() {
+  if (db_ != nullptr) return true;
+  if (unrecorded_) return false;
+  const std::optional<Opened> opened = open_();
+  if (!opened) {
+    unrecorded_ = true;
+    failed_.store(true, std::memory_order_relaxed);  // the simulation gathers no more rows
+    return false;
+  }
+  db_ = opened->db;
+  run_id_ = opened->run_id;
+  if (!rows_.prepare(db_->handle()).ok()) fail("preparing inserts");
+  return true;
 }
 
 DbRecorder::~DbRecorder() {
@@ -75,18 +95,18 @@ DbRecorder::~DbRecorder() {
 }
 
 void DbRecorder::fail(const std::string& what) {
-  if (write_error_.empty()) write_error_ = "writing " + what + " to " + db_.error_message();
+  if (write_error_.empty()) write_error_ = "writing " + what + " to " + db_->error_message();
   failed_.store(true, std::memory_order_relaxed);
   if (in_transaction_) {
     in_transaction_ = false;
     // Keep the rows written before the failure if the database still takes them.
-    if (!db_.exec("COMMIT").ok()) (void)db_.exec("ROLLBACK");
+    if (!db_->exec("COMMIT").ok()) (void)db_->exec("ROLLBACK");
   }
 }
 
 void DbRecorder::begin() {
-  if (in_transaction_ || !write_error_.empty()) return;
-  if (!db_.exec("BEGIN IMMEDIATE").ok()) return fail("rows");
+  if (in_transaction_ || !write_error_.empty() || !open()) return;
+  if (!db_->exec("BEGIN IMMEDIATE").ok()) return fail("rows");
   in_transaction_ = true;
   rows_in_transaction_ = 0;
 }
@@ -94,9 +114,9 @@ void DbRecorder::begin() {
 void DbRecorder::commit() {
   if (!in_transaction_) return;
   in_transaction_ = false;
-  if (!db_.exec("COMMIT").ok()) {
+  if (!db_->exec("COMMIT").ok()) {
     fail("rows");
-    (void)db_.exec("ROLLBACK");
+    (void)db_->exec("ROLLBACK");
   }
 }
 
@@ -104,7 +124,7 @@ void DbRecorder::store(RunRows::Table table) {
   const size_t rows = rows_.shown(table);
   if (rows == 0) return;
   begin();
-  if (!write_error_.empty()) return;
+  if (!in_transaction_) return;  // a write failed, or nothing is recorded
   sqlite3_stmt* insert = rows_.insert(table);
   sqlite3_bind_int64(insert, 1, run_id_);
   if (sqlite3_step(insert) != SQLITE_DONE) fail(RunRows::name(table));
@@ -114,7 +134,7 @@ void DbRecorder::store(RunRows::Table table) {
     commit();
     // Copies what was just committed from the write-ahead log into the database file now, on the
     // writer's thread, rather than all of it when the database closes, after the run.
-    (void)sqlite3_wal_checkpoint_v2(db_.handle(), nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+    (void)sqlite3_wal_checkpoint_v2(db_->handle(), nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
   }
 }
 
@@ -215,6 +235,7 @@ void DbRecorder::on_run_end(RunOutcome outcome, const std::string& error) {
   std::vector<QuantilePoint> quantiles;
   final_metrics_ = metrics_.compute(&quantiles);
   drain();
+  if (!open()) return;  // not recorded
   if (!write_error_.empty()) final_metrics_.clear();  // the run failed: no metrics
   TimelineBuckets::Completed last;
   timeline_.finish(last);
@@ -228,7 +249,7 @@ void DbRecorder::on_run_end(RunOutcome outcome, const std::string& error) {
     const auto insert_all = [&](const char* sql, const char* table, const auto& rows, const auto& bind) {
       sqlite3_stmt* s = nullptr;
       if (!write_error_.empty()) return;
-      if (sqlite3_prepare_v2(db_.handle(), sql, -1, &s, nullptr) != SQLITE_OK) return fail(table);
+      if (sqlite3_prepare_v2(db_->handle(), sql, -1, &s, nullptr) != SQLITE_OK) return fail(table);
       for (const auto& row : rows) {
         sqlite3_bind_int64(s, 1, run_id_);
         bind(s, row);
@@ -260,7 +281,7 @@ void DbRecorder::on_run_end(RunOutcome outcome, const std::string& error) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   const std::string finished_at = utc_now_iso8601();
   sqlite3_stmt* s = nullptr;
-  if (sqlite3_prepare_v2(db_.handle(), kEndRun, -1, &s, nullptr) != SQLITE_OK) {
+  if (sqlite3_prepare_v2(db_->handle(), kEndRun, -1, &s, nullptr) != SQLITE_OK) {
     fail("the run's status");
   } else {
     bind_text(s, 1, status);

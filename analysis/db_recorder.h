@@ -20,7 +20,9 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <span>
 #include <string>
@@ -47,6 +49,16 @@ class DbRecorder : public Recorder {
   // resolution: the timeline's bucket width in seconds (> 0).
   DbRecorder(Database& db, int64_t run_id, const MetricsAccumulator& metrics,
              LogLevel level = LogLevel::kIterations, double resolution = 1.0, bool background = true);
+  // The database and the run's row, given later: `open` is called once, on the thread that first
+  // writes, before anything is written (waiting there meanwhile), and gives them; or nullopt, and
+  // then nothing is ever written: the run is not to be recorded (its workload turned out bad, say).
+  // In the background.
+  struct Opened {
+    Database* db;
+    int64_t run_id;
+  };
+  DbRecorder(std::function<std::optional<Opened>()> open, const MetricsAccumulator& metrics, LogLevel level,
+             double resolution);
   // Commits what is pending if on_run_end was never called (the run row stays 'running').
   ~DbRecorder() override;
   DbRecorder(const DbRecorder&) = delete;
@@ -82,6 +94,8 @@ class DbRecorder : public Recorder {
  private:
   // Records the first failure and stops writing.
   void fail(const std::string& what);
+  // Whether there is a database to write to, calling open_ the first time.
+  bool open();
   void begin();
   void commit();
 
@@ -98,8 +112,10 @@ class DbRecorder : public Recorder {
   // Stores the rows that rows_ shows of `table`, by one statement; counts them and commits every
   // kRowsPerTransaction. A failure is the run's write error.
   void store(RunRows::Table table);
-  Database& db_;
-  const int64_t run_id_;
+  Database* db_ = nullptr;  // nullptr until open_ gave it
+  int64_t run_id_ = -1;
+  std::function<std::optional<Opened>()> open_;
+  bool unrecorded_ = false;  // open_ gave nothing: nothing is written
   const MetricsAccumulator& metrics_;
   const std::chrono::steady_clock::time_point started_;
   bool in_transaction_ = false;

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <functional>
+#include <future>
 #include <cstdio>
 #include <ostream>
 
@@ -16,6 +17,9 @@
 #include "routers/registry.h"
 #include "sim/presets.h"
 #include "sim/simulator.h"
+#include "workloads/replay.h"
+#include "workloads/trace_beside.h"
+#include "workloads/vidur_trace.h"
 
 namespace servesim {
 namespace {
@@ -199,6 +203,7 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
   // independent requests (a run of millions then holds only those in flight); else loaded.
   std::shared_ptr<const Workload> workload;
   std::unique_ptr<RequestStream> stream;
+  TraceReadBeside* beside = nullptr;  // the stream, when the trace is read beside the run
   uint64_t workload_seed = 0;
   const LoadControls load = load_controls(config);
   if (env.workload != nullptr) {
@@ -211,6 +216,21 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
     auto s = open_request_stream(trace.value(), config.seed, load, &workload_seed);
     if (!s.ok()) return s.error();
     stream = std::move(s).value();
+    if (stream == nullptr && env.read_trace_beside && is_trace_path(trace.value()) && !load.any() &&
+        env.progress == nullptr && env.recorders.empty() && !disaggregated && !backend_info.value()->measures) {
+      // A csv or vidur trace: read beside the run (the other formats' readers need the whole file).
+      const Result<TraceFormat> format = detect_trace_format(trace.value());
+      if (format.ok() && (format.value() == TraceFormat::kCsv || format.value() == TraceFormat::kVidur)) {
+        ReplayOptions o;
+        o.path = trace.value();
+        o.format = format.value();
+        if (format.value() == TraceFormat::kVidur) o.columns = vidur_columns();
+        if (auto started = TraceReadBeside::start(o); started.ok()) {
+          beside = started.value().get();
+          stream = std::move(started).value();
+        }
+      }
+    }
     if (stream == nullptr) {
       Result<Workload> w = load_workload(trace.value(), config.seed, load);
       if (!w.ok()) return w.error();
@@ -269,7 +289,7 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
   }
   std::unique_ptr<Database> own_db;
   Database* db = env.db;
-  if (db == nullptr) {
+  if (db == nullptr && beside == nullptr) {  // beside a trace's reading: once it is read (below)
     Result<std::unique_ptr<Database>> opened = Database::open(config.db);
     if (!opened.ok()) return opened.error();
     own_db = std::move(opened).value();
@@ -308,14 +328,65 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
     info.tp = groups.front().tp > 0 ? groups.front().tp : config.tp;
   }
   info.sweep_id = env.sweep_id;
-  if (env.stop != nullptr && env.stop->load()) {  // a signal while loading: nothing is recorded
+  const auto interrupted_before = [&] {  // a signal while loading: nothing is recorded
     RunOutput out;
     out.status = "interrupted";
-    out.error = "interrupted before the run started; nothing was written to " + db->path();
+    out.error = "interrupted before the run started; nothing was written to " + (db != nullptr ? db->path() : config.db);
     return out;
+  };
+  if (env.stop != nullptr && env.stop->load()) return interrupted_before();
+  Result<int64_t> run_id = int64_t{-1};
+  if (beside == nullptr) {
+    run_id = db->begin_run(info);
+    if (!run_id.ok()) return run_id.error();
   }
-  Result<int64_t> run_id = db->begin_run(info);
-  if (!run_id.ok()) return run_id.error();
+  // Beside a trace's reading, the run's row (and the database, unless given) once the trace is read
+  // whole and good, on the reader's thread: the run goes on meanwhile, and its rows wait for it
+  // (DbRecorder's opener); a bad or unsorted trace leaves nothing behind. A database that cannot
+  // be opened then stops the run (its stream is cut).
+  std::optional<DbRecorder::Opened> opened;
+  std::optional<Error> open_error;
+  bool stopped_before = false;  // a signal came before the trace was read
+  std::promise<void> settled;
+  const std::shared_future<void> beside_settled = settled.get_future().share();
+  struct JoinReader {  // after the reading's callback, which uses the locals above, is done
+    TraceReadBeside* beside;
+    ~JoinReader() {
+      if (beside != nullptr) beside->join();
+    }
+  } join_reader{beside};
+  if (beside != nullptr) {
+    beside->when_read([&](TraceReadBeside::Outcome outcome) {
+      if (outcome == TraceReadBeside::Outcome::kStopped || (env.stop != nullptr && env.stop->load())) {
+        stopped_before = true;
+      } else if (outcome == TraceReadBeside::Outcome::kRead) {
+        if (db == nullptr) {
+          Result<std::unique_ptr<Database>> made = Database::open(config.db);
+          if (made.ok()) {
+            own_db = std::move(made).value();
+            db = own_db.get();
+          } else {
+            open_error = made.error();
+          }
+        }
+        if (db != nullptr) {
+          run_id = db->begin_run(info);
+          if (run_id.ok()) {
+            opened = DbRecorder::Opened{db, run_id.value()};
+          } else {
+            open_error = run_id.error();
+          }
+        }
+        if (open_error) beside->cut(open_error->message);
+      }
+      settled.set_value();
+    });
+  }
+  const auto open_run = [&]() -> std::optional<DbRecorder::Opened> {
+    if (env.stop != nullptr && env.stop->load()) beside->stop();  // a signal: no need to read on
+    beside_settled.wait();
+    return opened;
+  };
 
   const bool counts_steps = first.counts_steps();
   SimOptions options;
@@ -359,7 +430,9 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
     }
   }
   for (const ReplicaRole role : options.roles) mo.pools.push_back(role == ReplicaRole::kPrefill ? 1 : 2);
-  mo.expected_requests = stream != nullptr ? stream->size() : static_cast<int64_t>(workload->requests.size());
+  mo.expected_requests = beside != nullptr   ? beside->expected_rows()
+                         : stream != nullptr ? stream->size()
+                                             : static_cast<int64_t>(workload->requests.size());
   MetricsAccumulator metrics(mo);
   // The measuring backends log every iteration (`sim validate` and `sim calibrate` read them); so
   // does the unit backend unless told otherwise, whose step-by-step schedule is what it shows.
@@ -369,7 +442,11 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
                          : first.counts_steps()   ? LogLevel::kIterations
                                                   : LogLevel::kRequests;
   // The measuring backends share the connection with a BatchLog: their rows are written inline.
-  DbRecorder writer(*db, run_id.value(), metrics, level, config.log_resolution, !measuring);
+  std::optional<DbRecorder> beside_writer;
+  if (beside != nullptr) beside_writer.emplace(open_run, metrics, level, config.log_resolution);
+  std::optional<DbRecorder> first_writer;
+  if (beside == nullptr) first_writer.emplace(*db, run_id.value(), metrics, level, config.log_resolution, !measuring);
+  DbRecorder& writer = beside != nullptr ? *beside_writer : *first_writer;
   // A measuring backend also logs every batch's items, for `sim validate --hardware` and
   // `sim calibrate`; declared after the writer so that its rows land in the writer's transaction.
   std::optional<BatchLog> batch_log;
@@ -399,6 +476,25 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
                           : std::make_unique<Simulator>(workload->requests, options, std::move(policies),
                                                         std::move(backends), std::move(recorders));
     result = sim->run(env.stop);  // returns at once if a signal came already
+  }
+  if (beside != nullptr) {
+    writer.on_run_end(result.outcome, result.error);  // the simulation's finish did already: opened or not
+    beside_settled.wait();
+    if (stopped_before) return interrupted_before();
+    switch (beside->wait()) {
+      case TraceReadBeside::Outcome::kRead:
+      case TraceReadBeside::Outcome::kStopped:
+        break;
+      case TraceReadBeside::Outcome::kFailed: return Error{beside->failure()};
+      case TraceReadBeside::Outcome::kReadAgain: {  // unsorted: the run again, from the sorted trace
+        join_reader.beside = nullptr;
+        stream.reset();  // its rows, no longer needed
+        RunEnvironment again = env;
+        again.read_trace_beside = false;
+        return run_configuration(config, again);
+      }
+    }
+    if (open_error) return *open_error;
   }
 
   RunOutput out;

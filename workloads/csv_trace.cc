@@ -23,7 +23,7 @@ constexpr size_t kRowsBeforeReserving = 1024;
 
 }  // namespace
 
-Result<std::vector<RequestSpec>> read_csv_trace(const ReplayOptions& options) {
+Status read_csv_trace_rows(const ReplayOptions& options, TraceRowSink& sink) {
   const CsvColumns& names = options.columns;
   auto in = LineReader::open(options.path);
   if (!in) return in.error();
@@ -45,7 +45,8 @@ Result<std::vector<RequestSpec>> read_csv_trace(const ReplayOptions& options) {
   auto priority_col = optional_column(header.value(), names.priority);
   if (!priority_col) return priority_col.error();
 
-  std::vector<RequestSpec> rows;
+  size_t rows = 0;
+  bool stopped = false;
   std::unordered_map<std::string, int32_t> id_lines;  // only with an id column: id -> its line
   auto row = [&](std::span<const std::string_view> fields) -> Status {
     auto arrival = parse_seconds(reader, names.arrival, fields[col[0]]);
@@ -76,19 +77,35 @@ Result<std::vector<RequestSpec>> read_csv_trace(const ReplayOptions& options) {
                             std::to_string(it->second) + ")");
       }
     }
-    if (rows.size() == kRowsBeforeReserving) rows.reserve(reader.rows_expected(rows.size(), options.limit));
-    RequestSpec& spec = rows.emplace_back();
-    spec.id = id_col.value() ? std::move(id) : default_request_id(static_cast<int64_t>(rows.size()) - 1);
+    if (rows == kRowsBeforeReserving) sink.reserve(reader.rows_expected(rows, options.limit));
+    RequestSpec& spec = sink.add();
+    spec.id = id_col.value() ? std::move(id) : default_request_id(static_cast<int64_t>(rows));
     spec.line = reader.line_number();
     spec.arrival = from_seconds(arrival.value());
     spec.prompt_tokens = prompt.value();
     spec.output_tokens = output.value();
     spec.max_tokens = max_tokens;
     spec.priority = priority;
+    ++rows;
+    if (!sink.added()) {
+      stopped = true;
+      return Error{""};  // not an error: for_each_csv_row stops at the first "error"
+    }
     return Ok{};
   };
-  if (Status s = for_each_csv_row(reader, header.value(), options.limit, row); !s) return s.error();
-  return rows;
+  Status s = for_each_csv_row(reader, header.value(), options.limit, row);
+  if (stopped) return Ok{};
+  return s;
+}
+
+Result<std::vector<RequestSpec>> read_csv_trace(const ReplayOptions& options) {
+  struct Rows final : TraceRowSink {
+    std::vector<RequestSpec> rows;
+    void reserve(size_t n) override { rows.reserve(n); }
+    RequestSpec& add() override { return rows.emplace_back(); }
+  } sink;
+  if (Status s = read_csv_trace_rows(options, sink); !s) return s.error();
+  return std::move(sink.rows);
 }
 
 }  // namespace servesim
