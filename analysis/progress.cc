@@ -25,8 +25,8 @@ std::string duration(double s) {  // "45 s", "12 min", "3.2 h"
 
 }  // namespace
 
-ProgressLine::ProgressLine(std::ostream& out, int64_t total, bool steps)
-    : out_(out), total_(total), steps_(steps), thread_([this] { draw_loop(); }) {}
+ProgressLine::ProgressLine(std::ostream& out, int64_t total, bool steps, std::function<int64_t()> total_later)
+    : out_(out), total_(total), steps_(steps), total_later_(std::move(total_later)), thread_([this] { draw_loop(); }) {}
 
 ProgressLine::~ProgressLine() { stop(); }
 
@@ -73,6 +73,7 @@ void ProgressLine::draw_loop() {
     last = now;
     last_iterations = iterations;
     const double sim = to_seconds(now_.load(std::memory_order_relaxed));  // unit: one step a second
+    if (total_ <= 0 && total_later_) total_ = total_later_();
     std::string line = format(sim, steps_, settled_.load(std::memory_order_relaxed), total_, rate,
                               std::chrono::duration<double>(now - start).count());
     const size_t length = line.size();

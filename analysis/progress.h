@@ -8,6 +8,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <ostream>
 #include <string>
@@ -20,7 +21,9 @@ namespace servesim {
 class ProgressLine : public Recorder {
  public:
   // total: the requests in the workload (0: unknown); steps: times are iterations (unit backend).
-  ProgressLine(std::ostream& out, int64_t total, bool steps);
+  // total_later: asked at each drawing while the total is unknown (a trace read beside the run,
+  // which counts its rows once it is read); it gives 0 until it knows.
+  ProgressLine(std::ostream& out, int64_t total, bool steps, std::function<int64_t()> total_later = {});
   ~ProgressLine() override;
 
   bool accepts_grouped_decodes() const override { return true; }
@@ -38,8 +41,9 @@ class ProgressLine : public Recorder {
   void stop();
 
   std::ostream& out_;
-  const int64_t total_;
+  int64_t total_;  // the drawing thread's, once it runs
   const bool steps_;
+  const std::function<int64_t()> total_later_;
   std::atomic<int64_t> iterations_{0}, settled_{0};
   std::atomic<Time> now_{0};
   std::mutex mutex_;

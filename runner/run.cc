@@ -217,7 +217,7 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
     if (!s.ok()) return s.error();
     stream = std::move(s).value();
     if (stream == nullptr && env.read_trace_beside && is_trace_path(trace.value()) && !load.any() &&
-        env.progress == nullptr && env.recorders.empty() && !disaggregated && !backend_info.value()->measures) {
+        env.recorders.empty() && !disaggregated && !backend_info.value()->measures) {
       // A csv or vidur trace: read beside the run (the other formats' readers need the whole file).
       const Result<TraceFormat> format = detect_trace_format(trace.value());
       if (format.ok() && (format.value() == TraceFormat::kCsv || format.value() == TraceFormat::kVidur)) {
@@ -442,11 +442,13 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
                          : first.counts_steps()   ? LogLevel::kIterations
                                                   : LogLevel::kRequests;
   // The measuring backends share the connection with a BatchLog: their rows are written inline.
-  std::optional<DbRecorder> beside_writer;
-  if (beside != nullptr) beside_writer.emplace(open_run, metrics, level, config.log_resolution);
-  std::optional<DbRecorder> first_writer;
-  if (beside == nullptr) first_writer.emplace(*db, run_id.value(), metrics, level, config.log_resolution, !measuring);
-  DbRecorder& writer = beside != nullptr ? *beside_writer : *first_writer;
+  std::optional<DbRecorder> writing;
+  if (beside != nullptr) {
+    writing.emplace(open_run, metrics, level, config.log_resolution);
+  } else {
+    writing.emplace(*db, run_id.value(), metrics, level, config.log_resolution, !measuring);
+  }
+  DbRecorder& writer = *writing;
   // A measuring backend also logs every batch's items, for `sim validate --hardware` and
   // `sim calibrate`; declared after the writer so that its rows land in the writer's transaction.
   std::optional<BatchLog> batch_log;
@@ -457,7 +459,11 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
   recorders.insert(recorders.end(), env.recorders.begin(), env.recorders.end());
   std::optional<ProgressLine> progress;
   if (env.progress != nullptr) {
-    progress.emplace(*env.progress, mo.expected_requests, counts_steps);
+    if (beside != nullptr) {  // the total once the trace is read
+      progress.emplace(*env.progress, 0, counts_steps, [beside] { return beside->read_rows(); });
+    } else {
+      progress.emplace(*env.progress, mo.expected_requests, counts_steps);
+    }
     recorders.push_back(&*progress);
   }
   if (counts_steps && env.notes != nullptr &&
@@ -478,13 +484,12 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
     result = sim->run(env.stop);  // returns at once if a signal came already
   }
   if (beside != nullptr) {
-    writer.on_run_end(result.outcome, result.error);  // the simulation's finish did already: opened or not
+    // The trace's outcome decides what the run was: nothing is recorded unless it was read good.
     beside_settled.wait();
     if (stopped_before) return interrupted_before();
     switch (beside->wait()) {
-      case TraceReadBeside::Outcome::kRead:
-      case TraceReadBeside::Outcome::kStopped:
-        break;
+      case TraceReadBeside::Outcome::kRead: break;
+      case TraceReadBeside::Outcome::kStopped: return interrupted_before();
       case TraceReadBeside::Outcome::kFailed: return Error{beside->failure()};
       case TraceReadBeside::Outcome::kReadAgain: {  // unsorted: the run again, from the sorted trace
         join_reader.beside = nullptr;

@@ -1,5 +1,7 @@
 #include "analysis/progress.h"
 
+#include <atomic>
+
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -45,6 +47,24 @@ TEST(ProgressLine, DrawsInPlaceAndClearsAtTheEnd) {
   }
   const size_t drawn = out.str().size();
   EXPECT_EQ(out.str().size(), drawn);  // nothing after the end, not even from the destructor
+}
+
+// A total learnt later (a trace read beside the run) is drawn once known.
+TEST(ProgressLine, ATotalKnownLaterIsDrawnOnceKnown) {
+  std::ostringstream out;
+  std::atomic<int64_t> known{0};
+  {
+    ProgressLine progress(out, 0, false, [&known] { return known.load(); });
+    Request r;
+    progress.on_request(r);
+    std::this_thread::sleep_for(std::chrono::milliseconds(350));
+    known = 4;
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));
+    progress.on_run_end(RunOutcome::kDone, "");
+  }
+  const std::string s = out.str();
+  EXPECT_NE(s.find("| 1 requests"), std::string::npos) << s;
+  EXPECT_NE(s.find("| 1/4 requests"), std::string::npos) << s;
 }
 
 // With no terminal (as here), `sim` draws no progress line: stderr has only the summary.

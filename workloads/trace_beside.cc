@@ -71,7 +71,8 @@ void TraceReadBeside::read() {
     void reserve(size_t n) override { t.expected_.store(static_cast<int64_t>(n), std::memory_order_relaxed); }
     RequestSpec& add() override {
       if (rows % kBlock == 0 && rows / kBlock == t.blocks_.size()) {
-        // Never past the room made first: the blocks' table must not move under the reader.
+        // Never past the room made first: the blocks' table must not move under the simulation,
+        // which reads it meanwhile.
         if (t.blocks_.size() == t.blocks_.capacity()) {
           again = true;
           return spare = RequestSpec{};
@@ -168,6 +169,11 @@ TraceReadBeside::Outcome TraceReadBeside::wait() {
 
 int64_t TraceReadBeside::rows() const {
   return static_cast<int64_t>(published_.load(std::memory_order_acquire) >> kStateBits);
+}
+
+int64_t TraceReadBeside::read_rows() const {
+  const uint64_t word = published_.load(std::memory_order_acquire);
+  return (word & kStateMask) == kDone ? static_cast<int64_t>(word >> kStateBits) : 0;
 }
 
 int64_t TraceReadBeside::expected_rows() {

@@ -63,6 +63,8 @@ class TraceReadBeside final : public RequestStream {
   const std::string& failure() const { return failure_; }
   // After wait(): the rows read (for kRead, the workload's size).
   int64_t rows() const;
+  // The workload's size once the trace has been read whole and good, else 0. Any thread.
+  int64_t read_rows() const;
   // How many requests the trace is judged to hold, from its size and the bytes of its first rows
   // (exact once it is read): for reserving room. Waits for those rows.
   int64_t expected_rows();
