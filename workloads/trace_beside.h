@@ -30,8 +30,9 @@ class TraceReadBeside final : public RequestStream {
   // kStopped: stop() came first.
   enum class Outcome { kRead, kFailed, kReadAgain, kStopped };
 
-  // Starts reading `path`, whose format (csv or vidur: read_csv_trace's) the caller has detected.
-  // Errors: no thread to be had (the caller then reads the trace itself).
+  // Starts reading options.path, whose format (csv or vidur: read_csv_trace's) the caller has
+  // detected. Errors: the file's size cannot be had, or no thread can (the caller then reads the
+  // trace itself).
   static Result<std::unique_ptr<TraceReadBeside>> start(const ReplayOptions& options);
   // Stops the reading if it goes on, and waits for its thread.
   ~TraceReadBeside() override;
@@ -43,7 +44,8 @@ class TraceReadBeside final : public RequestStream {
   // or at a bad or unsorted one.
   const RequestSpec* next_in_place() override;
   bool gives_in_place() const override { return true; }
-  // Empty unless next_in_place() gave nullptr at a bad row (the reader's message) or an unsorted one.
+  // Empty unless next_in_place() gave nullptr before the trace's end: at a bad row (the reader's
+  // message), at an unsorted one or a stopped reading (why), or after cut() (its why).
   const std::string& error() const override;
 
   // Waits until the whole file is read, or the reading stopped at a bad row (kFailed) or at an
@@ -72,8 +74,8 @@ class TraceReadBeside final : public RequestStream {
  private:
   explicit TraceReadBeside(ReplayOptions options);
   void read();
-  // Publishes `rows` rows and the state (one word, so that a waiter sees both at once).
   static constexpr uint64_t kStateBits = 3, kStateMask = 7;
+  // Publishes `rows` rows and the state (one word, so that a waiter sees both at once).
   void publish(uint64_t rows, uint64_t state);
   const RequestSpec& at(uint64_t i) const { return blocks_[i / kBlock][i % kBlock]; }
 
