@@ -218,9 +218,9 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
     stream = std::move(s).value();
     if (stream == nullptr && env.read_trace_beside && is_trace_path(trace.value()) && !load.any() &&
         env.recorders.empty() && !disaggregated && !backend_info.value()->measures) {
-      // A csv or vidur trace: read beside the run (the other formats' readers need the whole file).
+      // A csv, vidur or azure trace: read beside the run (Mooncake's rows are JSON).
       const Result<TraceFormat> format = detect_trace_format(trace.value());
-      if (format.ok() && (format.value() == TraceFormat::kCsv || format.value() == TraceFormat::kVidur)) {
+      if (format.ok() && format.value() != TraceFormat::kMooncake) {
         ReplayOptions o;
         o.path = trace.value();
         o.format = format.value();

@@ -51,7 +51,7 @@ struct RunEnvironment {
   const Workload* workload = nullptr;
   // More observers of the run, called after the run's own; they must outlive the call.
   std::vector<Recorder*> recorders{};
-  // A csv or vidur trace given as it is is read on a thread of its own while the run takes its
+  // A csv, vidur or azure trace given as it is is read on a thread of its own while the run takes its
   // rows (workloads/trace_beside.h), when the run is the only user of the workload, has no
   // observers, load controls or disaggregation, and its backend prices the batches. false: read
   // first.

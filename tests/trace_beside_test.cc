@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <chrono>
 #include <filesystem>
 #include <string>
@@ -37,6 +38,24 @@ std::string vidur_text(int rows, int bad = -1, int swap = -1) {
   }
   if (swap >= 0) std::swap(lines[static_cast<size_t>(swap)], lines[static_cast<size_t>(swap) + 1]);
   std::string text = "arrived_at,num_prefill_tokens,num_decode_tokens\n";
+  for (const std::string& l : lines) text += l + "\n";
+  return text;
+}
+
+// An Azure trace of `rows` rows a quarter second apart from 2023-11-16 18:15:46.68059, rows `swap`
+// and `swap + 1` swapped (-1: none).
+std::string azure_text(int rows, int swap = -1) {
+  std::vector<std::string> lines;
+  for (int i = 0; i < rows; ++i) {
+    const int64_t ns = 46'680'590'000 + int64_t{i} * 250'000'000;  // since 18:15:00
+    const int64_t minutes = ns / 60'000'000'000, seconds = ns / 1'000'000'000 % 60, nanos = ns % 1'000'000'000;
+    char time[64];
+    std::snprintf(time, sizeof time, "2023-11-16 %02d:%02d:%02d.%09d", static_cast<int>(18 + (15 + minutes) / 60),
+                  static_cast<int>((15 + minutes) % 60), static_cast<int>(seconds), static_cast<int>(nanos));
+    lines.push_back(std::string(time) + "," + std::to_string(1 + (i * 7919) % 900) + "," + std::to_string(1 + i % 37));
+  }
+  if (swap >= 0) std::swap(lines[static_cast<size_t>(swap)], lines[static_cast<size_t>(swap) + 1]);
+  std::string text = "TIMESTAMP,ContextTokens,GeneratedTokens\n";
   for (const std::string& l : lines) text += l + "\n";
   return text;
 }
@@ -83,6 +102,29 @@ TEST(TraceReadBeside, GivesTheRowsReplayTraceGives) {
   }
   EXPECT_EQ(rows.front().arrival, 0);
   EXPECT_EQ(rows.back().id, "r9999");
+}
+
+TEST(TraceReadBeside, GivesTheRowsOfAnAzureTrace) {
+  const std::string path = write_temp("beside_azure.csv", azure_text(9'000));
+  ReplayOptions replay;
+  replay.path = path;
+  auto whole = replay_trace(replay);
+  ASSERT_TRUE(whole.ok()) << whole.error().message;
+  ReplayOptions o;
+  o.path = path;
+  o.format = TraceFormat::kAzure;
+  auto started = TraceReadBeside::start(o);
+  ASSERT_TRUE(started.ok()) << started.error().message;
+  const std::vector<RequestSpec> rows = drain(*started.value());
+  EXPECT_EQ(started.value()->wait(), TraceReadBeside::Outcome::kRead);
+  ASSERT_EQ(rows.size(), whole.value().requests.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    ASSERT_EQ(rows[i].id, whole.value().requests[i].id) << i;
+    EXPECT_EQ(rows[i].line, whole.value().requests[i].line) << i;
+    EXPECT_EQ(rows[i].arrival, whole.value().requests[i].arrival) << i;
+    EXPECT_EQ(rows[i].prompt_tokens, whole.value().requests[i].prompt_tokens) << i;
+  }
+  EXPECT_EQ(rows.back().arrival, int64_t{8'999} * 250'000'000);
 }
 
 TEST(TraceReadBeside, StopsAtABadRow) {
@@ -192,6 +234,25 @@ TEST_F(TraceBesideCli, GivesTheRowsOfTheTraceReadFirst) {
   EXPECT_EQ(table(requests, "beside.db"), table(requests, "first.db"));
   EXPECT_EQ(table(metrics, "beside.db"), table(metrics, "first.db"));
   EXPECT_EQ(query("SELECT status FROM runs", "beside.db"), "done");
+}
+
+TEST_F(TraceBesideCli, AnAzureTraceGivesTheRowsOfTheTraceReadFirst) {
+  // Rows 3,000 and 3,001 swapped too: read again, sorted, as the [replay] file's trace is.
+  for (const int swap : {-1, 3'000}) {
+    write("a.csv", azure_text(6'000, swap));
+    write("w.toml", "[replay]\npath = \"a.csv\"\n");
+    fs::remove(dir_ / "beside.db");
+    fs::remove(dir_ / "first.db");
+    const Outcome beside = sim(run_args("a.csv", "beside.db"));
+    ASSERT_EQ(beside.status, 0) << beside.output;
+    const Outcome first = sim(run_args("w.toml", "first.db"));
+    ASSERT_EQ(first.status, 0) << first.output;
+    const std::string requests =
+        "SELECT id || ',' || replica || ',' || arrival || ',' || first_token || ',' || finished AS x FROM requests "
+        "ORDER BY id";
+    EXPECT_EQ(query("SELECT count(*) FROM requests", "beside.db"), "6000") << swap;
+    EXPECT_EQ(table(requests, "beside.db"), table(requests, "first.db")) << swap;
+  }
 }
 
 TEST_F(TraceBesideCli, ABadRowLeavesNoDatabase) {

@@ -76,10 +76,10 @@ std::optional<WallTime> parse_wall_time(std::string_view text) {
   return WallTime{seconds, static_cast<int32_t>(nanos)};
 }
 
-Result<std::vector<RequestSpec>> read_azure_trace(const ReplayOptions& options) {
-  auto in = LineReader::open(options.path);
-  if (!in) return in.error();
-  LineReader& reader = in.value();
+Status read_azure_trace_rows(const ReplayOptions& options, TraceRowSink& sink) {
+  auto opened = LineReader::open(options.path);
+  if (!opened) return opened.error();
+  LineReader& reader = opened.value();
   auto header = CsvHeader::read(reader);
   if (!header) return header.error();
   size_t col[3];
@@ -90,14 +90,15 @@ Result<std::vector<RequestSpec>> read_azure_trace(const ReplayOptions& options) 
     col[i] = found.value();
   }
 
-  std::vector<RequestSpec> rows;
+  size_t rows = 0;
+  bool stopped = false;
   WallTime first;
   auto row = [&](std::span<const std::string_view> fields) -> Status {
     const std::optional<WallTime> t = parse_wall_time(fields[col[0]]);
     if (!t) {
       return reader.expected(names[0], "a time YYYY-MM-DD HH:MM:SS.fffffff", fields[col[0]]);
     }
-    if (rows.empty()) first = *t;
+    if (rows == 0) first = *t;
     const int64_t seconds = t->seconds - first.seconds;
     constexpr auto kMax = static_cast<int64_t>(kMaxArrivalSeconds);
     if (seconds > kMax || seconds < -kMax) {
@@ -107,16 +108,29 @@ Result<std::vector<RequestSpec>> read_azure_trace(const ReplayOptions& options) 
     if (!prompt) return prompt.error();
     auto output = parse_token_count(reader, names[2], fields[col[2]]);
     if (!output) return output.error();
-    RequestSpec& spec = rows.emplace_back();
-    spec.id = default_request_id(static_cast<int64_t>(rows.size()) - 1);
+    if (rows == kRowsBeforeReserving) sink.reserve(reader.rows_expected(rows, options.limit));
+    RequestSpec& spec = sink.add();
+    spec.id = default_request_id(static_cast<int64_t>(rows));
     spec.line = reader.line_number();
     spec.arrival = seconds * kNsPerSecond + (t->nanos - first.nanos);
     spec.prompt_tokens = prompt.value();
     spec.output_tokens = output.value();
+    ++rows;
+    if (!sink.added()) {
+      stopped = true;
+      return Error{""};  // not an error: for_each_csv_row stops at the first "error"
+    }
     return Ok{};
   };
-  if (Status s = for_each_csv_row(reader, header.value(), options.limit, row); !s) return s.error();
-  return rows;
+  Status s = for_each_csv_row(reader, header.value(), options.limit, row);
+  if (stopped) return Ok{};
+  return s;
+}
+
+Result<std::vector<RequestSpec>> read_azure_trace(const ReplayOptions& options) {
+  TraceRowVector sink;
+  if (Status s = read_azure_trace_rows(options, sink); !s) return s.error();
+  return std::move(sink.rows);
 }
 
 }  // namespace servesim

@@ -15,6 +15,7 @@
 
 #include "sim/request.h"
 #include "sim/result.h"
+#include "workloads/csv_reader.h"
 #include "workloads/replay.h"
 
 namespace servesim {
@@ -34,5 +35,7 @@ std::optional<WallTime> parse_wall_time(std::string_view text);
 // the first), prompt and output tokens. Errors: see replay_trace; a row more than 1e9 s away from
 // the first is an error.
 Result<std::vector<RequestSpec>> read_azure_trace(const ReplayOptions& options);
+// read_azure_trace, the rows going to `sink` as they are read; the first error stops it.
+Status read_azure_trace_rows(const ReplayOptions& options, TraceRowSink& sink);
 
 }  // namespace servesim

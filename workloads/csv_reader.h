@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sim/request.h"
 #include "sim/result.h"
 
 namespace servesim {
@@ -113,6 +114,32 @@ class CsvHeader {
 // `in` must have just read the header.
 Status for_each_csv_row(LineReader& in, const CsvHeader& header, int64_t limit,
                         const std::function<Status(std::span<const std::string_view>)>& row);
+
+// After this many rows, a trace reader judges the rest of the file by their bytes, and room is
+// reserved for it (rather than the table moving as it doubles, every copy new pages to fault in).
+inline constexpr size_t kRowsBeforeReserving = 1024;
+
+// Where a trace reader (read_csv_trace_rows, read_azure_trace_rows) puts the rows, one after the
+// other in file order.
+class TraceRowSink {
+ public:
+  virtual ~TraceRowSink() = default;
+  // How many rows the file is judged to hold (LineReader::rows_expected): said once, after the
+  // first kRowsBeforeReserving rows, for reserving room.
+  virtual void reserve(size_t rows) = 0;
+  // A default RequestSpec for the next row, which the reader then fills in.
+  virtual RequestSpec& add() = 0;
+  // The row that add() gave last is complete. Returning false stops the reading (without an error).
+  virtual bool added() { return true; }
+};
+
+// A TraceRowSink into a vector: what read_csv_trace and read_azure_trace give.
+class TraceRowVector final : public TraceRowSink {
+ public:
+  std::vector<RequestSpec> rows;
+  void reserve(size_t n) override { rows.reserve(n); }
+  RequestSpec& add() override { return rows.emplace_back(); }
+};
 
 // A token count: an integer >= 1 that fits int32_t. A trailing ".0" (as pandas writes integers of
 // a float column) is accepted. Errors name `column` and the text as written.

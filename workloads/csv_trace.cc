@@ -17,10 +17,6 @@ Result<std::optional<size_t>> optional_column(const CsvHeader& header, const std
   return std::optional<size_t>{found.value()};
 }
 
-// After this many rows, the rest of the file is judged by their bytes, and room reserved for it
-// (rather than the table moving as it doubles, every copy new pages to fault in).
-constexpr size_t kRowsBeforeReserving = 1024;
-
 }  // namespace
 
 Status read_csv_trace_rows(const ReplayOptions& options, TraceRowSink& sink) {
@@ -99,11 +95,7 @@ Status read_csv_trace_rows(const ReplayOptions& options, TraceRowSink& sink) {
 }
 
 Result<std::vector<RequestSpec>> read_csv_trace(const ReplayOptions& options) {
-  struct Rows final : TraceRowSink {
-    std::vector<RequestSpec> rows;
-    void reserve(size_t n) override { rows.reserve(n); }
-    RequestSpec& add() override { return rows.emplace_back(); }
-  } sink;
+  TraceRowVector sink;
   if (Status s = read_csv_trace_rows(options, sink); !s) return s.error();
   return std::move(sink.rows);
 }

@@ -11,6 +11,7 @@
 
 #include "sim/request.h"
 #include "sim/result.h"
+#include "workloads/csv_reader.h"
 #include "workloads/replay.h"
 
 namespace servesim {
@@ -20,19 +21,6 @@ namespace servesim {
 // written, not yet shifted), prompt, output and max tokens. Errors: see replay_trace; a duplicate id
 // names both lines.
 Result<std::vector<RequestSpec>> read_csv_trace(const ReplayOptions& options);
-
-// Where read_csv_trace_rows puts the rows, one after the other in file order.
-class TraceRowSink {
- public:
-  virtual ~TraceRowSink() = default;
-  // How many rows the file is judged to hold (LineReader::rows_expected): said once, after the
-  // first 1,024 rows, for reserving room.
-  virtual void reserve(size_t rows) = 0;
-  // A default RequestSpec for the next row, which the reader then fills in.
-  virtual RequestSpec& add() = 0;
-  // The row that add() gave last is complete. Returning false stops the reading (without an error).
-  virtual bool added() { return true; }
-};
 
 // read_csv_trace, the rows going to `sink` as they are read; the first error stops it, and the row
 // that add() gave last is then incomplete.

@@ -4,6 +4,7 @@
 #include <system_error>
 #include <utility>
 
+#include "workloads/azure_trace.h"
 #include "workloads/csv_trace.h"
 
 namespace servesim {
@@ -90,7 +91,7 @@ void TraceReadBeside::read() {
         return false;
       }
       last = spec.arrival;
-      spec.arrival -= first;  // retime's shift to 0 (the first row arrives first)
+      spec.arrival -= first;  // retime's shift to 0 (the first row arrives first; Azure's: at 0)
       ++rows;
       if (rows % kPublishEvery == 0) t.publish(rows, kReading);
       if (t.stop_.load(std::memory_order_relaxed)) {
@@ -101,7 +102,8 @@ void TraceReadBeside::read() {
     }
     bool stopped = false;
   } sink(*this);
-  const Status read = read_csv_trace_rows(options_, sink);
+  const Status read = options_.format == TraceFormat::kAzure ? read_azure_trace_rows(options_, sink)
+                                                             : read_csv_trace_rows(options_, sink);
   expected_.store(static_cast<int64_t>(sink.rows), std::memory_order_relaxed);
   if (!read) {
     failure_ = read.error().message;

@@ -1,4 +1,4 @@
-// A CSV trace (csv or vidur format) read on a thread of its own while the simulation takes its
+// A CSV trace (csv, vidur or azure format) read on a thread of its own while the simulation takes its
 // requests, so that a run starts at its first row rather than after its last (runner/run.cc).
 //
 // The rows are given in place as they are read, their arrivals shifted so that the first is at 0,
@@ -30,8 +30,7 @@ class TraceReadBeside final : public RequestStream {
   // kStopped: stop() came first.
   enum class Outcome { kRead, kFailed, kReadAgain, kStopped };
 
-  // Starts reading options.path, whose format (csv or vidur: read_csv_trace's) the caller has
-  // detected. Errors: the file's size cannot be had, or no thread can (the caller then reads the
+  // Starts reading options.path, whose format (csv, vidur or azure) the caller has detected. Errors: the file's size cannot be had, or no thread can (the caller then reads the
   // trace itself).
   static Result<std::unique_ptr<TraceReadBeside>> start(const ReplayOptions& options);
   // Stops the reading if it goes on, and waits for its thread.
