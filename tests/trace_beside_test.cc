@@ -75,55 +75,50 @@ std::vector<RequestSpec> drain(TraceReadBeside& t) {
   return rows;
 }
 
-TEST(TraceReadBeside, GivesTheRowsReplayTraceGives) {
-  const std::string path = write_temp("beside.csv", vidur_text(10'000));
+// Reads options.path beside, to its end, and expects replay_trace's rows of it (ids, lines,
+// arrivals shifted to start at 0, tokens). Returns them.
+std::vector<RequestSpec> expect_replay_rows(const ReplayOptions& options) {
   ReplayOptions replay;
-  replay.path = path;
+  replay.path = options.path;
   auto whole = replay_trace(replay);
-  ASSERT_TRUE(whole.ok()) << whole.error().message;
-  auto started = TraceReadBeside::start(beside_options(path));
-  ASSERT_TRUE(started.ok()) << started.error().message;
+  EXPECT_TRUE(whole.ok()) << whole.error().message;
+  auto started = TraceReadBeside::start(options);
+  EXPECT_TRUE(started.ok()) << started.error().message;
+  if (!whole.ok() || !started.ok()) return {};
   TraceReadBeside& t = *started.value();
-  EXPECT_EQ(t.expected_rows() > 1024, true);
+  const int64_t expected = t.expected_rows();  // judged from the first 1,024 rows
+  EXPECT_GT(expected, 1024);
   const std::vector<RequestSpec> rows = drain(t);
   EXPECT_EQ(t.error(), "");
   EXPECT_EQ(t.wait(), TraceReadBeside::Outcome::kRead);
-  EXPECT_EQ(t.rows(), 10'000);
-  EXPECT_EQ(t.expected_rows(), 10'000);
-  ASSERT_EQ(rows.size(), whole.value().requests.size());
-  for (size_t i = 0; i < rows.size(); ++i) {
+  EXPECT_EQ(t.rows(), static_cast<int64_t>(rows.size()));
+  EXPECT_EQ(t.expected_rows(), t.rows());  // exact once read
+  EXPECT_EQ(rows.size(), whole.value().requests.size());
+  for (size_t i = 0; i < rows.size() && i < whole.value().requests.size(); ++i) {
     const RequestSpec& a = rows[i];
     const RequestSpec& b = whole.value().requests[i];
-    ASSERT_EQ(a.id, b.id) << i;
+    EXPECT_EQ(a.id, b.id) << i;
     EXPECT_EQ(a.line, b.line) << i;
-    EXPECT_EQ(a.arrival, b.arrival) << i;  // shifted: the first at 0
+    EXPECT_EQ(a.arrival, b.arrival) << i;
     EXPECT_EQ(a.prompt_tokens, b.prompt_tokens) << i;
     EXPECT_EQ(a.output_tokens, b.output_tokens) << i;
   }
+  return rows;
+}
+
+TEST(TraceReadBeside, GivesTheRowsReplayTraceGives) {
+  const std::vector<RequestSpec> rows = expect_replay_rows(beside_options(write_temp("beside.csv", vidur_text(10'000))));
+  ASSERT_EQ(rows.size(), 10'000u);
   EXPECT_EQ(rows.front().arrival, 0);
   EXPECT_EQ(rows.back().id, "r9999");
 }
 
 TEST(TraceReadBeside, GivesTheRowsOfAnAzureTrace) {
-  const std::string path = write_temp("beside_azure.csv", azure_text(9'000));
-  ReplayOptions replay;
-  replay.path = path;
-  auto whole = replay_trace(replay);
-  ASSERT_TRUE(whole.ok()) << whole.error().message;
   ReplayOptions o;
-  o.path = path;
+  o.path = write_temp("beside_azure.csv", azure_text(9'000));
   o.format = TraceFormat::kAzure;
-  auto started = TraceReadBeside::start(o);
-  ASSERT_TRUE(started.ok()) << started.error().message;
-  const std::vector<RequestSpec> rows = drain(*started.value());
-  EXPECT_EQ(started.value()->wait(), TraceReadBeside::Outcome::kRead);
-  ASSERT_EQ(rows.size(), whole.value().requests.size());
-  for (size_t i = 0; i < rows.size(); ++i) {
-    ASSERT_EQ(rows[i].id, whole.value().requests[i].id) << i;
-    EXPECT_EQ(rows[i].line, whole.value().requests[i].line) << i;
-    EXPECT_EQ(rows[i].arrival, whole.value().requests[i].arrival) << i;
-    EXPECT_EQ(rows[i].prompt_tokens, whole.value().requests[i].prompt_tokens) << i;
-  }
+  const std::vector<RequestSpec> rows = expect_replay_rows(o);
+  ASSERT_EQ(rows.size(), 9'000u);
   EXPECT_EQ(rows.back().arrival, int64_t{8'999} * 250'000'000);
 }
 
@@ -217,41 +212,35 @@ class TraceBesideCli : public Cli {
   std::string table(const std::string& sql, const std::string& db) const {
     return query("SELECT group_concat(x, ';') FROM (" + sql + ")", db);
   }
-};
-
-TEST_F(TraceBesideCli, GivesTheRowsOfTheTraceReadFirst) {
-  const std::string trace = write("t.csv", vidur_text(6'000));
-  write("w.toml", "[replay]\npath = \"t.csv\"\n");
-  const Outcome beside = sim(run_args("t.csv", "beside.db"));
-  ASSERT_EQ(beside.status, 0) << beside.output;
-  const Outcome first = sim(run_args("w.toml", "first.db"));
-  ASSERT_EQ(first.status, 0) << first.output;
-  const std::string requests =
-      "SELECT id || ',' || replica || ',' || arrival || ',' || first_token || ',' || finished AS x FROM requests "
-      "ORDER BY id";
-  const std::string metrics = "SELECT name || '=' || value AS x FROM metrics WHERE name NOT LIKE '%wall%' ORDER BY name";
-  EXPECT_EQ(query("SELECT count(*) FROM requests", "beside.db"), "6000");
-  EXPECT_EQ(table(requests, "beside.db"), table(requests, "first.db"));
-  EXPECT_EQ(table(metrics, "beside.db"), table(metrics, "first.db"));
-  EXPECT_EQ(query("SELECT status FROM runs", "beside.db"), "done");
-}
-
-TEST_F(TraceBesideCli, AnAzureTraceGivesTheRowsOfTheTraceReadFirst) {
-  // Rows 3,000 and 3,001 swapped too: read again, sorted, as the [replay] file's trace is.
-  for (const int swap : {-1, 3'000}) {
-    write("a.csv", azure_text(6'000, swap));
-    write("w.toml", "[replay]\npath = \"a.csv\"\n");
+  // Runs `sim` on the trace `name` (holding `text`) given as it is, and on a [replay] file that
+  // names it (read first): the same requests and metrics rows, and one run each.
+  void expect_as_read_first(const std::string& name, const std::string& text, int rows) {
+    write(name, text);
+    write("w.toml", "[replay]\npath = \"" + name + "\"\n");
     fs::remove(dir_ / "beside.db");
     fs::remove(dir_ / "first.db");
-    const Outcome beside = sim(run_args("a.csv", "beside.db"));
+    const Outcome beside = sim(run_args(name, "beside.db"));
     ASSERT_EQ(beside.status, 0) << beside.output;
     const Outcome first = sim(run_args("w.toml", "first.db"));
     ASSERT_EQ(first.status, 0) << first.output;
     const std::string requests =
         "SELECT id || ',' || replica || ',' || arrival || ',' || first_token || ',' || finished AS x FROM requests "
         "ORDER BY id";
-    EXPECT_EQ(query("SELECT count(*) FROM requests", "beside.db"), "6000") << swap;
-    EXPECT_EQ(table(requests, "beside.db"), table(requests, "first.db")) << swap;
+    const std::string metrics = "SELECT name || '=' || value AS x FROM metrics WHERE name NOT LIKE '%wall%' ORDER BY name";
+    EXPECT_EQ(query("SELECT count(*) FROM requests", "beside.db"), std::to_string(rows));
+    EXPECT_EQ(table(requests, "beside.db"), table(requests, "first.db"));
+    EXPECT_EQ(table(metrics, "beside.db"), table(metrics, "first.db"));
+    EXPECT_EQ(query("SELECT count(*) || ' ' || status FROM runs", "beside.db"), "1 done");
+  }
+};
+
+TEST_F(TraceBesideCli, GivesTheRowsOfTheTraceReadFirst) { expect_as_read_first("t.csv", vidur_text(6'000), 6'000); }
+
+TEST_F(TraceBesideCli, AnAzureTraceGivesTheRowsOfTheTraceReadFirst) {
+  // Rows 3,000 and 3,001 swapped too: read again, sorted, as the [replay] file's trace is.
+  for (const int swap : {-1, 3'000}) {
+    SCOPED_TRACE(swap);
+    expect_as_read_first("a.csv", azure_text(6'000, swap), 6'000);
   }
 }
 
@@ -276,16 +265,7 @@ TEST_F(TraceBesideCli, ABadRowLeavesAnOlderDatabaseAsItWas) {
 
 TEST_F(TraceBesideCli, AnUnsortedTraceIsRunSortedOnce) {
   // Rows 4,000 and 4,001 swapped: the run found out at row 4,001 starts again from the sorted trace.
-  write("unsorted.csv", vidur_text(6'000, -1, 4'000));
-  write("w.toml", "[replay]\npath = \"unsorted.csv\"\n");
-  const Outcome beside = sim(run_args("unsorted.csv", "beside.db"));
-  ASSERT_EQ(beside.status, 0) << beside.output;
-  const Outcome first = sim(run_args("w.toml", "first.db"));
-  ASSERT_EQ(first.status, 0) << first.output;
-  EXPECT_EQ(query("SELECT count(*) FROM runs", "beside.db"), "1");
-  const std::string requests =
-      "SELECT id || ',' || replica || ',' || arrival || ',' || finished AS x FROM requests ORDER BY id";
-  EXPECT_EQ(table(requests, "beside.db"), table(requests, "first.db"));
+  expect_as_read_first("unsorted.csv", vidur_text(6'000, -1, 4'000), 6'000);
   // r4001 (line 4,003) arrives before r4000: the sorted trace's order.
   EXPECT_LT(std::stod(query("SELECT arrival FROM requests WHERE id = 'r4001'", "beside.db")),
             std::stod(query("SELECT arrival FROM requests WHERE id = 'r4000'", "beside.db")));
