@@ -224,7 +224,7 @@ std::string CsvHeader::list() const {
 }
 
 Status for_each_csv_row(LineReader& in, const CsvHeader& header, int64_t limit,
-                        const std::function<Status(std::span<const std::string_view>)>& row) {
+                        const std::function<Status(std::span<const std::string_view>)>& row, TraceRowSink* sink) {
   std::string_view line;
   std::vector<std::string> unquoted;
   std::vector<std::string_view> fields;
@@ -238,6 +238,7 @@ Status for_each_csv_row(LineReader& in, const CsvHeader& header, int64_t limit,
     }
     if (Status s = row(fields); !s) return s;
     ++rows;
+    if (sink != nullptr && !sink->added()) return Ok{};  // the sink has all it wants
   }
   if (!in.status().ok()) return in.status();
   if (rows == 0) return Error{in.path() + ": empty trace (no rows)"};

@@ -107,14 +107,6 @@ class CsvHeader {
   std::vector<std::string> names_;
 };
 
-// Calls row(fields) for each data row after the header, in file order, skipping blank lines, until
-// the end of the file or until `limit` rows have been handed over (limit 0: no limit). Stops at the
-// first error, from the callback or its own: "PATH:LINE: expected N fields, as in the header, got M"
-// or an unclosed quote. If the file has no data row at all: "PATH: empty trace (no rows)".
-// `in` must have just read the header.
-Status for_each_csv_row(LineReader& in, const CsvHeader& header, int64_t limit,
-                        const std::function<Status(std::span<const std::string_view>)>& row);
-
 // After this many rows, a trace reader judges the rest of the file by their bytes, and room is
 // reserved for it (rather than the table moving as it doubles, every copy new pages to fault in).
 inline constexpr size_t kRowsBeforeReserving = 1024;
@@ -140,6 +132,17 @@ class TraceRowVector final : public TraceRowSink {
   void reserve(size_t n) override { rows.reserve(n); }
   RequestSpec& add() override { return rows.emplace_back(); }
 };
+
+// Calls row(fields) for each data row after the header, in file order, skipping blank lines, until
+// the end of the file or until `limit` rows have been handed over (limit 0: no limit). Stops at the
+// first error, from the callback or its own: "PATH:LINE: expected N fields, as in the header, got M"
+// or an unclosed quote. If the file has no data row at all: "PATH: empty trace (no rows)".
+// With a `sink` (a trace reader's, whose add() the callback fills), sink->added() is called after
+// each row, and the reading ends without an error once it returns false.
+// `in` must have just read the header.
+Status for_each_csv_row(LineReader& in, const CsvHeader& header, int64_t limit,
+                        const std::function<Status(std::span<const std::string_view>)>& row,
+                        TraceRowSink* sink = nullptr);
 
 // A token count: an integer >= 1 that fits int32_t. A trailing ".0" (as pandas writes integers of
 // a float column) is accepted. Errors name `column` and the text as written.

@@ -42,7 +42,6 @@ Status read_csv_trace_rows(const ReplayOptions& options, TraceRowSink& sink) {
   if (!priority_col) return priority_col.error();
 
   size_t rows = 0;
-  bool stopped = false;
   std::unordered_map<std::string, int32_t> id_lines;  // only with an id column: id -> its line
   auto row = [&](std::span<const std::string_view> fields) -> Status {
     auto arrival = parse_seconds(reader, names.arrival, fields[col[0]]);
@@ -83,15 +82,9 @@ Status read_csv_trace_rows(const ReplayOptions& options, TraceRowSink& sink) {
     spec.max_tokens = max_tokens;
     spec.priority = priority;
     ++rows;
-    if (!sink.added()) {
-      stopped = true;
-      return Error{""};  // not an error: for_each_csv_row stops at the first "error"
-    }
     return Ok{};
   };
-  Status s = for_each_csv_row(reader, header.value(), options.limit, row);
-  if (stopped) return Ok{};
-  return s;
+  return for_each_csv_row(reader, header.value(), options.limit, row, &sink);
 }
 
 Result<std::vector<RequestSpec>> read_csv_trace(const ReplayOptions& options) {
