@@ -171,7 +171,11 @@ class Replica final : public ReplicaView {
   // bucket index `opens` (those whose next token opens a block, and with prefix caching those
   // whose next token fills one), in running order: the bucket itself, or with prefix caching
   // touched_. Valid until the buckets change.
-  std::span<const Member> touched_members(size_t opens);
+  std::span<const Member> touched_members(size_t opens) {
+    if (!kv_.prefix_caching() || kv_.block_size() == 1) return buckets_[opens];
+    return touched_with_filling(opens);
+  }
+  std::span<const Member> touched_with_filling(size_t opens);  // with prefix caching
   // Applies a decode iteration ending at `now` to the decode group's `k` steps (the group ran k
   // iterations in a row): the group's counts, and the members whose last token it was, which
   // complete and are appended to leaving_, in running order. Costs what the finishing members
@@ -261,6 +265,7 @@ class Replica final : public ReplicaView {
   std::vector<LeapChange<int32_t>> leap_waiting_changes_;  // the requests waiting
   std::vector<DecodeSteps::Range> leap_ranges_;
   std::vector<uint64_t> touches_;            // leap()'s: bit b, whether bucket b touches
+  std::vector<size_t> touching_;             // leap()'s: the buckets that touch, ascending
   int64_t leapt_ = 0;
   int64_t arrivals_leapt_past_ = 0;
 };

@@ -112,10 +112,9 @@ void Replica::dissolve_group() {
   group_min_left_ = std::numeric_limits<int32_t>::max();
 }
 
-std::span<const Replica::Member> Replica::touched_members(size_t opens) {
+std::span<const Replica::Member> Replica::touched_with_filling(size_t opens) {
   const std::vector<Member>& opening = buckets_[opens];
   const int32_t bs = kv_.block_size();
-  if (!kv_.prefix_caching() || bs == 1) return opening;
   const std::vector<Member>& filling = buckets_[opens == 0 ? static_cast<size_t>(bs) - 1 : opens - 1];
   touched_.assign(opening.begin(), opening.end());
   const size_t mid = touched_.size();

@@ -93,28 +93,34 @@ Time Replica::leap(Time horizon) {
     }
     if (n % 64 != 0) touches_.back() &= (uint64_t{1} << (n % 64)) - 1;
   }
-  // How many iterations after one with opens = b only take their time: the next has opens = b - 1,
-  // and so on down (mod n) to the first bucket that touches (there is one: the batch is the group).
-  assert(group_size_ > 0);
-  const auto plain_after = [&](size_t b) -> int64_t {
-    const size_t p = b == 0 ? n - 1 : b - 1;
-    size_t w = p / 64;
-    uint64_t bits = touches_[w] & (p % 64 == 63 ? ~uint64_t{0} : (uint64_t{2} << (p % 64)) - 1);
-    while (bits == 0) {  // down a word, past 0 to the last
-      w = w == 0 ? touches_.size() - 1 : w - 1;
-      bits = touches_[w];
+  // The touching buckets, ascending (there is one: the batch is the group). The iterations that
+  // allocate come in their order downwards (mod n): after one with opens = touching_[i], the next
+  // opens = touching_[i - 1] (or the last), and those between only take their time.
+  touching_.clear();
+  for (size_t w = 0; w < touches_.size(); ++w) {
+    for (uint64_t bits = touches_[w]; bits != 0; bits &= bits - 1) {
+      touching_.push_back(w * 64 + static_cast<size_t>(std::countr_zero(bits)));
     }
-    const size_t h = w * 64 + 63 - static_cast<size_t>(std::countl_zero(bits));  // the touching bucket
+  }
+  assert(group_size_ > 0 && !touching_.empty());
+  // The iterations after one with opens = b that only take their time, down to the next that
+  // allocates, touching_[next].
+  const auto plain_after = [n](size_t b, size_t h) -> int64_t {
+    const size_t p = b == 0 ? n - 1 : b - 1;
     return static_cast<int64_t>(p >= h ? p - h : p + n - h);
   };
   // A plain stretch (fewer than n iterations) is summed first and checked against the horizons
   // after, when its durations are small enough that the sum cannot overflow (they grow with j).
   const bool sum_first = leap_run_.at(steps) <= (int64_t{1} << 62) / static_cast<int64_t>(n);
   size_t opens = opens_at_;
+  // The first to allocate: the largest touching bucket below opens_at_, else the largest (mod n).
+  const size_t first_below = opens == 0 ? n - 1 : opens - 1;
+  size_t next = static_cast<size_t>(std::upper_bound(touching_.begin(), touching_.end(), first_below) -
+                                    touching_.begin());
+  next = next == 0 ? touching_.size() - 1 : next - 1;
   int64_t j = 1;
   while (j < steps && t < horizon) {
-    const int64_t plain_end = std::min(steps, j + plain_after(opens));
-    const int64_t plain_start = j;
+    const int64_t plain_end = std::min(steps, j + plain_after(opens, touching_[next]));
     if (sum_first && j < plain_end) {
       DecodeDurationCursor ahead = duration;
       Time last_start = t, end = t;
@@ -136,17 +142,17 @@ Time Replica::leap(Time horizon) {
       t = end;
     }
     if (j < plain_end || j == steps || t >= horizon) break;  // stopped by the time, or at the end
-    const auto back = static_cast<size_t>(plain_end - plain_start);  // at most plain_after(): < n
-    assert(back < n);
-    opens = opens >= back ? opens - back : opens + n - back;
-    // Iteration j allocates.
-    opens = opens == 0 ? n - 1 : opens - 1;
+    // Iteration j allocates: its opens is the next touching bucket.
+    opens = touching_[next];
+    next = next == 0 ? touching_.size() - 1 : next - 1;
     const std::vector<Member>& opening = buckets_[opens];
-    int64_t need = 0;
-    for (const Member& m : opening) {
-      if (computed(m.seq) + j + 1 > static_cast<int64_t>(m.seq->block_table.size()) * bs) ++need;
+    if (static_cast<int64_t>(opening.size()) > kv_.num_free()) {  // else every one finds a block
+      int64_t need = 0;
+      for (const Member& m : opening) {
+        if (computed(m.seq) + j + 1 > static_cast<int64_t>(m.seq->block_table.size()) * bs) ++need;
+      }
+      if (need > kv_.num_free()) break;  // the policy would preempt here: run it one by one
     }
-    if (need > kv_.num_free()) break;  // the policy would preempt here: run it one by one
     const Time end = add_time(t, duration.next());
     if (end == kNever) break;  // run one by one, which reports the horizon
     for (const Member& m : touched_members(opens)) {
