@@ -15,8 +15,8 @@
 namespace servesim {
 namespace {
 
-// The backlog test runs on a thread of its own, beside the percentiles, from this many requests
-// (below, not worth a thread).
+// The backlog test, with TTFT's and TPOT's distributions, runs on a second thread beside the
+// other distributions from this many requests (below, not worth a thread).
 constexpr size_t kBacklogBesideMin = size_t{1} << 14;
 
 // clang-format off
@@ -290,24 +290,38 @@ std::vector<Metric> MetricsAccumulator::compute(std::vector<QuantilePoint>* quan
   percentiles.insert(percentiles.end(), options_.percentiles.begin(), options_.percentiles.end());
   std::sort(percentiles.begin(), percentiles.end());
   percentiles.erase(std::unique(percentiles.begin(), percentiles.end()), percentiles.end());
-  // The samples are sorted in place (no copy: a run of 10 M requests holds 80 MB of each). The
-  // backlog test sorts every request's due and finish times, on a second thread beside the
-  // percentiles (it touches no other sample).
+  // The samples are sorted in place (no copy: a run of 10 M requests holds 80 MB of each). A
+  // second thread sorts every request's due and finish times for the backlog test, then takes
+  // TTFT and TPOT, beside ITL, E2EL and queue here; each distribution's lines go into its own
+  // list, appended in the same order as one thread would (none touches another's sample).
   BacklogTrend trend;
   const auto backlog = [this, &trend] {
     // In a fixed order: the trend's sums must not depend on the order requests settled in.
     std::sort(outstanding_.begin(), outstanding_.end());
     trend = backlog_trend(outstanding_);
   };
+  std::vector<Metric> first_out;  // TTFT's and TPOT's
+  std::vector<QuantilePoint> first_quantiles;
+  const auto first = [&] {
+    std::vector<QuantilePoint>* q = quantiles != nullptr ? &first_quantiles : nullptr;
+    add_distribution(first_out, q, "ttft", ttft_, percentiles);
+    add_distribution(first_out, q, "tpot", tpot_, percentiles);
+  };
   std::jthread beside;
   if (outstanding_.size() >= kBacklogBesideMin) {
     try {
-      beside = std::jthread(backlog);
-    } catch (const std::system_error&) {  // no thread to be had: here, after the percentiles
+      beside = std::jthread([&] {
+        backlog();
+        first();
+      });
+    } catch (const std::system_error&) {  // no thread to be had: all here, in order
     }
   }
-  add_distribution(out, quantiles, "ttft", ttft_, percentiles);
-  add_distribution(out, quantiles, "tpot", tpot_, percentiles);
+  const bool alone = !beside.joinable();
+  if (alone) first();
+  std::vector<Metric> rest_out;  // ITL's, E2EL's and queue's
+  std::vector<QuantilePoint> rest_quantiles;
+  std::vector<QuantilePoint>* rest_q = quantiles != nullptr ? &rest_quantiles : nullptr;
 
   // The ITL runs, merged in place (one run per distinct gap, in order): no copy of what may be
   // millions of runs.
@@ -326,12 +340,19 @@ std::vector<Metric> MetricsAccumulator::compute(std::vector<QuantilePoint>* quan
       for (const auto& [gap, n] : gaps) s += static_cast<double>(n) * (to_seconds(gap) - mean) * (to_seconds(gap) - mean);
       return s;
     };
-    add_sorted_distribution(out, quantiles, "itl", gap_count,
+    add_sorted_distribution(rest_out, rest_q, "itl", gap_count,
                             static_cast<double>(gap_sum) / 1e9 / static_cast<double>(gap_count), at,
                             sum_sq_dev, percentiles);
   }
-  add_distribution(out, quantiles, "e2el", e2el_, percentiles);
-  add_distribution(out, quantiles, "queue", queue_, percentiles);
+  add_distribution(rest_out, rest_q, "e2el", e2el_, percentiles);
+  add_distribution(rest_out, rest_q, "queue", queue_, percentiles);
+  if (beside.joinable()) beside.join();
+  out.insert(out.end(), first_out.begin(), first_out.end());
+  out.insert(out.end(), rest_out.begin(), rest_out.end());
+  if (quantiles != nullptr) {
+    quantiles->insert(quantiles->end(), first_quantiles.begin(), first_quantiles.end());
+    quantiles->insert(quantiles->end(), rest_quantiles.begin(), rest_quantiles.end());
+  }
 
   const double slots = static_cast<double>(options_.max_num_seqs) * options_.replicas * duration;
   if (slots > 0) out.push_back({"slot_utilization", static_cast<double>(emitting_ns_) / 1e9 / slots});
@@ -354,11 +375,7 @@ std::vector<Metric> MetricsAccumulator::compute(std::vector<QuantilePoint>* quan
     out.push_back({"prefix_hit_rate", static_cast<double>(cached_tokens_) / static_cast<double>(input_tokens_)});
     out.push_back({"prefix_request_hit_rate", static_cast<double>(cache_hits_) / static_cast<double>(completed_)});
   }
-  if (beside.joinable()) {
-    beside.join();
-  } else {
-    backlog();
-  }
+  if (alone) backlog();
   if (trend.known) {
     out.push_back({"overloaded", trend.overloaded ? 1.0 : 0.0});
     out.push_back({"backlog_growth", trend.growth});

@@ -27,6 +27,18 @@ void note_change(std::vector<Change>& changes, int64_t i, V v, Time t) {
 template <typename KvChange, typename WaitingChange>
 void leap_ranges(const std::vector<KvChange>& kv, const std::vector<WaitingChange>& waiting, int64_t count,
                  Time end_at, std::vector<DecodeSteps::Range>& out) {
+  if (waiting.size() == 1) {  // the queue kept its length (the usual case): a range per KV change
+    out.resize(kv.size());
+    size_t r = 0;
+    for (; r < kv.size(); ++r) {
+      const int64_t end = r + 1 < kv.size() ? kv[r + 1].iteration : count;
+      const Time next_at = end == count ? end_at : kv[r + 1].at;
+      out[r] = {end, kv[r].value, waiting[0].value, next_at - kv[r].at};
+      if (end == count) break;
+    }
+    out.resize(r + 1);
+    return;
+  }
   out.clear();
   size_t k = 0, w = 0;
   Time at = kv[0].at;
