@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <array>
-#include <bit>
 #include <cassert>
 #include <charconv>
 #include <cmath>
@@ -10,7 +9,7 @@
 #include <system_error>
 #include <thread>
 
-#include "analysis/radix_sort.h"
+#include "analysis/distributions.h"
 
 namespace servesim {
 namespace {
@@ -52,61 +51,6 @@ const std::vector<std::string_view>& names() {
   return views;
 }
 // clang-format on
-
-// Sums of non-negative values that do not depend on the order they come in (replicas report at
-// their own pace, and a leap reports its iterations together): exact integer sums of nanoseconds,
-// or of values in fixed point with 64 fractional bits (below 1e-19 s, 1e7 values of up to the
-// 1e9 s horizon fit).
-
-// max(v, 0) times 2^64, truncated: static_cast<Wide>(std::ldexp(std::max(v, 0.0), 64)) from the
-// double's bits, without a library call per value. REQUIRES: v < 2^63 (far past the horizon).
-Wide fixed_64(double v) {
-  if (!(v > 0)) return 0;
-  const auto bits = std::bit_cast<uint64_t>(v);
-  const auto biased = static_cast<int>(bits >> 52);  // the sign bit is 0
-  if (biased == 0) return 0;  // subnormal: times 2^64, far below 1
-  const uint64_t mantissa = (bits & ((uint64_t{1} << 52) - 1)) | (uint64_t{1} << 52);
-  const int shift = biased - 1075 + 64;  // v = mantissa * 2^(biased - 1075)
-  if (shift >= 0) return static_cast<Wide>(mantissa) << shift;
-  return shift > -64 ? static_cast<Wide>(mantissa >> -shift) : 0;
-}
-
-double exact_mean(std::span<const double> values) {
-  Wide sum = 0;
-  for (double v : values) sum += fixed_64(v);
-  return std::ldexp(static_cast<double>(sum), -64) / static_cast<double>(values.size());
-}
-
-// Appends name_mean, name_std (numpy's, ddof 0) and each name_pX of a sorted sample of n values
-// (at(r): the value at rank r; sum_sq_dev(mean): the sum of squared deviations), and the
-// quantile grid's points when asked.
-template <typename At, typename SumSqDev>
-void add_sorted_distribution(std::vector<Metric>& out, std::vector<QuantilePoint>* quantiles,
-                             std::string_view name, int64_t n, double mean, At at, SumSqDev sum_sq_dev,
-                             std::span<const double> percentiles) {
-  const std::string base(name);
-  out.push_back({base + "_mean", mean});
-  out.push_back({base + "_std", std::sqrt(sum_sq_dev(mean) / static_cast<double>(n))});
-  for (double p : percentiles) out.push_back({base + percentile_suffix(p), percentile_of(n, p, at)});
-  if (quantiles == nullptr) return;
-  for (double q : quantile_grid()) quantiles->push_back({base, q, percentile_of(n, 100 * q, at)});
-}
-
-// add_sorted_distribution of values (any order; sorted in place), unless values is empty.
-void add_distribution(std::vector<Metric>& out, std::vector<QuantilePoint>* quantiles,
-                      std::string_view name, std::vector<double>& values, std::span<const double> percentiles) {
-  if (values.empty()) return;
-  std::vector<double> scratch;
-  radix_sort(values.data(), values.size(), scratch, [](double v) { return double_order_key(v); });  // inlined
-  auto at = [&](int64_t r) { return values[static_cast<size_t>(r)]; };
-  auto sum_sq_dev = [&](double mean) {
-    double s = 0;
-    for (double v : values) s += (v - mean) * (v - mean);
-    return s;
-  };
-  add_sorted_distribution(out, quantiles, name, static_cast<int64_t>(values.size()), exact_mean(values), at,
-                          sum_sq_dev, percentiles);
-}
 
 }  // namespace
 
@@ -292,67 +236,39 @@ std::vector<Metric> MetricsAccumulator::compute(std::vector<QuantilePoint>* quan
   percentiles.erase(std::unique(percentiles.begin(), percentiles.end()), percentiles.end());
   // The samples are sorted in place (no copy: a run of 10 M requests holds 80 MB of each). A
   // second thread sorts every request's due and finish times for the backlog test, then takes
-  // TTFT and TPOT, beside ITL, E2EL and queue here; each distribution's lines go into its own
-  // list, appended in the same order as one thread would (none touches another's sample).
+  // TTFT and TPOT, beside ITL, E2EL and queue here; each side's lines are kept apart and appended
+  // in the order one thread gives (none touches another's sample).
   BacklogTrend trend;
   const auto backlog = [this, &trend] {
     // In a fixed order: the trend's sums must not depend on the order requests settled in.
     std::sort(outstanding_.begin(), outstanding_.end());
     trend = backlog_trend(outstanding_);
   };
-  std::vector<Metric> first_out;  // TTFT's and TPOT's
-  std::vector<QuantilePoint> first_quantiles;
-  const auto first = [&] {
-    std::vector<QuantilePoint>* q = quantiles != nullptr ? &first_quantiles : nullptr;
-    add_distribution(first_out, q, "ttft", ttft_, percentiles);
-    add_distribution(first_out, q, "tpot", tpot_, percentiles);
+  DistributionLines first(quantiles != nullptr), rest(quantiles != nullptr);
+  const auto add_first = [&] {
+    add_distribution(first.metrics(), first.quantiles(), "ttft", ttft_, percentiles);
+    add_distribution(first.metrics(), first.quantiles(), "tpot", tpot_, percentiles);
   };
   std::jthread beside;
   if (outstanding_.size() >= kBacklogBesideMin) {
     try {
       beside = std::jthread([&] {
         backlog();
-        first();
+        add_first();
       });
     } catch (const std::system_error&) {  // no thread to be had: all here, in order
     }
   }
   const bool alone = !beside.joinable();
-  if (alone) first();
-  std::vector<Metric> rest_out;  // ITL's, E2EL's and queue's
-  std::vector<QuantilePoint> rest_quantiles;
-  std::vector<QuantilePoint>* rest_q = quantiles != nullptr ? &rest_quantiles : nullptr;
-
+  if (alone) add_first();
   // The ITL runs, merged in place (one run per distinct gap, in order): no copy of what may be
   // millions of runs.
-  const std::span<const TokenGaps::Run> gaps = gaps_.runs();
-  Wide gap_sum = 0;  // ns
-  int64_t gap_count = 0;
-  for (const auto& [gap, n] : gaps) {
-    gap_sum += static_cast<Wide>(gap) * n;
-    gap_count += n;
-  }
-  if (gap_count > 0) {
-    RunCursor at(gaps, [](const TokenGaps::Run& r) { return to_seconds(r.first); },
-                 [](const TokenGaps::Run& r) { return r.second; });
-    auto sum_sq_dev = [&](double mean) {
-      double s = 0;
-      for (const auto& [gap, n] : gaps) s += static_cast<double>(n) * (to_seconds(gap) - mean) * (to_seconds(gap) - mean);
-      return s;
-    };
-    add_sorted_distribution(rest_out, rest_q, "itl", gap_count,
-                            static_cast<double>(gap_sum) / 1e9 / static_cast<double>(gap_count), at,
-                            sum_sq_dev, percentiles);
-  }
-  add_distribution(rest_out, rest_q, "e2el", e2el_, percentiles);
-  add_distribution(rest_out, rest_q, "queue", queue_, percentiles);
-  if (beside.joinable()) beside.join();
-  out.insert(out.end(), first_out.begin(), first_out.end());
-  out.insert(out.end(), rest_out.begin(), rest_out.end());
-  if (quantiles != nullptr) {
-    quantiles->insert(quantiles->end(), first_quantiles.begin(), first_quantiles.end());
-    quantiles->insert(quantiles->end(), rest_quantiles.begin(), rest_quantiles.end());
-  }
+  add_gap_distribution(rest.metrics(), rest.quantiles(), gaps_.runs(), percentiles);
+  add_distribution(rest.metrics(), rest.quantiles(), "e2el", e2el_, percentiles);
+  add_distribution(rest.metrics(), rest.quantiles(), "queue", queue_, percentiles);
+  if (!alone) beside.join();
+  first.append_to(out, quantiles);
+  rest.append_to(out, quantiles);
 
   const double slots = static_cast<double>(options_.max_num_seqs) * options_.replicas * duration;
   if (slots > 0) out.push_back({"slot_utilization", static_cast<double>(emitting_ns_) / 1e9 / slots});

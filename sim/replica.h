@@ -264,7 +264,6 @@ class Replica final : public ReplicaView {
   std::vector<LeapChange<int64_t>> leap_kv_changes_;         // the KV blocks used
   std::vector<LeapChange<int32_t>> leap_waiting_changes_;  // the requests waiting
   std::vector<DecodeSteps::Range> leap_ranges_;
-  std::vector<uint64_t> touches_;            // leap()'s: bit b, whether bucket b touches
   std::vector<size_t> touching_;             // leap()'s: the buckets that touch, ascending
   int64_t leapt_ = 0;
   int64_t arrivals_leapt_past_ = 0;

@@ -96,23 +96,20 @@ Time Replica::leap(Time horizon) {
   // allocation changes nothing. Bucket b touches when its members opening a block (or, with
   // prefix caching, those of the bucket before filling one) make the iteration allocate.
   const auto n = static_cast<size_t>(bs);
-  touches_.assign(occupied_.begin(), occupied_.end());
-  if (kv_.prefix_caching()) {  // bucket b also when bucket b - 1 (mod n) holds members
-    uint64_t carry = (occupied_[(n - 1) / 64] >> ((n - 1) % 64)) & 1;
-    for (size_t w = 0; w < occupied_.size(); ++w) {
-      touches_[w] |= occupied_[w] << 1 | carry;
-      carry = occupied_[w] >> 63;
-    }
-    if (n % 64 != 0) touches_.back() &= (uint64_t{1} << (n % 64)) - 1;
-  }
   // The touching buckets, ascending (there is one: the batch is the group). The iterations that
   // allocate come in their order downwards (mod n): after one with opens = touching_[i], the next
   // opens = touching_[i - 1] (or the last), and those between only take their time.
   touching_.clear();
-  for (size_t w = 0; w < touches_.size(); ++w) {
-    for (uint64_t bits = touches_[w]; bits != 0; bits &= bits - 1) {
-      touching_.push_back(w * 64 + static_cast<size_t>(std::countr_zero(bits)));
+  const bool filling = kv_.prefix_caching();  // bucket b also when bucket b - 1 (mod n) holds members
+  uint64_t carry = filling ? (occupied_[(n - 1) / 64] >> ((n - 1) % 64)) & 1 : 0;
+  for (size_t w = 0; w < occupied_.size(); ++w) {
+    uint64_t bits = occupied_[w];
+    if (filling) {
+      bits |= occupied_[w] << 1 | carry;
+      carry = occupied_[w] >> 63;
+      if (w + 1 == occupied_.size() && n % 64 != 0) bits &= (uint64_t{1} << (n % 64)) - 1;
     }
+    for (; bits != 0; bits &= bits - 1) touching_.push_back(w * 64 + static_cast<size_t>(std::countr_zero(bits)));
   }
   assert(group_size_ > 0 && !touching_.empty());
   // The iterations after one with opens = b that only take their time, down to the next that
