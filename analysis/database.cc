@@ -266,6 +266,13 @@ Database::~Database() {
   sqlite3_close_v2(db_);
 }
 
+Status Database::set_synchronous(const std::string& mode) {
+  if (mode != "off" && mode != "normal" && mode != "full") {
+    return Error{"synchronous: expected off, normal or full, got \"" + mode + "\""};
+  }
+  return exec(("PRAGMA synchronous=" + mode + ";").c_str());
+}
+
 std::string Database::error_message() const {
   if (sqlite3_errcode(db_) == SQLITE_NOTADB) {
     return path_ + " is not an SQLite database (" + sqlite3_errmsg(db_) + "); use another --db";

@@ -96,6 +96,13 @@ class Database {
   // Returns the new run's id. Empty strings are stored as NULL.
   Result<int64_t> begin_run(const RunInfo& info);
 
+  // How long a write waits for the disk on this connection (PRAGMA synchronous; open() sets
+  // normal): "off" hands the pages to the operating system and goes on, which a crash of the program
+  // cannot hurt but a crash of the operating system or a power cut before they reach the disk may
+  // (the newest rows lost, or the file damaged); "normal" waits at each checkpoint; "full" at every
+  // commit too. Any other mode is an Error.
+  Status set_synchronous(const std::string& mode);
+
   // Runs sql (one or more statements without parameters). Errors carry sqlite's message.
   Status exec(const char* sql);
 

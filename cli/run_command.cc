@@ -46,6 +46,10 @@ po::options_description run_options() {
     ("set", po::value<std::vector<std::string>>()->value_name("KEY=VALUE")->composing(),
      "override a configuration key; repeatable. e.g. --set policy.max_wait=inf --set kv.blocks=512")
     ("db", po::value<std::string>()->value_name("FILE"), "SQLite database the run is appended to (default sim.db)  [db]")
+    ("db-sync", po::value<std::string>()->value_name("MODE"),
+     "off (the default): hand the rows to the operating system and go on, as most tools write their files; "
+     "normal | full: wait until they are on the disk (SQLite's synchronous), for a database that must survive a power cut "
+     "during or just after the run  [db_sync]")
     ("seed", po::value<int64_t>()->value_name("N"), "seed for every random draw; overrides the workload's  [seed]")
     ("max-num-seqs", po::value<int64_t>()->value_name("N"), "sequences per iteration (default 256)  [max_num_seqs]")
     ("max-num-batched-tokens", po::value<int64_t>()->value_name("N"),
@@ -107,7 +111,7 @@ void print_run_help(std::ostream& out) {
 Status apply_flags(const po::variables_map& vm, toml::table& table) {
   const std::pair<const char*, const char*> strings[] = {
       {"trace", "trace"}, {"policy", "policy.name"}, {"router", "router.name"}, {"backend", "backend"}, {"hardware", "hardware"},
-      {"model", "model"}, {"db", "db"}, {"name", "name"}, {"dtype", "dtype"},
+      {"model", "model"}, {"db", "db"}, {"db-sync", "db_sync"}, {"name", "name"}, {"dtype", "dtype"},
       {"kv-cache-dtype", "kv.dtype"}, {"metric-percentiles", "metric_percentiles"}};
   for (const auto& [flag, key] : strings) {
     if (vm.count(flag) == 0) continue;

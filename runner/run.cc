@@ -337,6 +337,7 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
   if (env.stop != nullptr && env.stop->load()) return interrupted_before();
   Result<int64_t> run_id = int64_t{-1};
   if (beside == nullptr) {
+    if (Status s = db->set_synchronous(config.db_sync); !s.ok()) return s.error();
     run_id = db->begin_run(info);
     if (!run_id.ok()) return run_id.error();
   }
@@ -370,6 +371,9 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
           }
         }
         if (db != nullptr) {
+          if (Status s = db->set_synchronous(config.db_sync); !s.ok()) open_error = s.error();
+        }
+        if (db != nullptr && !open_error) {
           run_id = db->begin_run(info);
           if (run_id.ok()) {
             opened = DbRecorder::Opened{db, run_id.value()};

@@ -98,6 +98,7 @@ Result<RunConfig> resolve_config(toml::table table) {
   c.hardware = top.string("hardware", "");
   c.model = top.string("model", "");
   c.db = top.string("db", c.db);
+  c.db_sync = top.choice("db_sync", c.db_sync, {"off", "normal", "full"});
   c.name = top.string("name", "");
   if (table.contains("seed")) {
     c.seed = static_cast<uint64_t>(top.integer("seed", 0, 0, INT64_MAX));
@@ -320,6 +321,7 @@ std::string config_to_toml(const RunConfig& c, const toml::table& policy_options
   if (!c.hardware.empty()) t.insert("hardware", c.hardware);
   if (!c.model.empty()) t.insert("model", c.model);
   t.insert("db", c.db);
+  if (c.db_sync != RunConfig{}.db_sync) t.insert("db_sync", c.db_sync);
   if (c.seed) t.insert("seed", static_cast<int64_t>(*c.seed));
   if (!c.name.empty()) t.insert("name", c.name);
   t.insert("max_num_seqs", c.max_num_seqs);

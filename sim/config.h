@@ -9,6 +9,12 @@
 //   hardware, model              --hardware, --model      the backend's (roofline: a100-80gb,
 //                                                         llama-3-8b)
 //   db                           --db FILE                "sim.db"
+//   db_sync                      --db-sync MODE           "off": the run's rows are handed to the
+//                                                         operating system and not waited for on
+//                                                         the disk (SQLite's synchronous=OFF);
+//                                                         "normal" or "full": SQLite's own, which
+//                                                         wait at the checkpoints (full: at every
+//                                                         commit too)
 //   seed                         --seed N                 the workload's own seed
 //   name                         --name TEXT              "" (the run's label)
 //   max_num_seqs                 --max-num-seqs N         256   (vLLM's offline default)
@@ -97,6 +103,7 @@ struct RunConfig {
   std::string hardware;
   std::string model;
   std::string db = "sim.db";
+  std::string db_sync = "off";         // off | normal | full: PRAGMA synchronous while the run writes
   std::optional<uint64_t> seed;        // overrides the workload's seed
   std::string name;
   int32_t max_num_seqs = 256;          // sequences per iteration

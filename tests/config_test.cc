@@ -1,9 +1,14 @@
 #include "sim/config.h"
 
+#include <sqlite3.h>
+
+#include <filesystem>
 #include <fstream>
 
 #include <gtest/gtest.h>
 
+#include "analysis/database.h"
+#include "runner/run.h"
 #include "test_util.h"
 
 namespace servesim {
@@ -93,6 +98,48 @@ TEST(Config, ResolvedConfigRoundTripsAsToml) {
   EXPECT_EQ(back["policy"]["release"].value_or(std::string()), "each");
   EXPECT_EQ(back["max_num_seqs"].value_or(0), 256);
   EXPECT_EQ(back["kv"]["block_size"].value_or(0), 16);
+}
+
+// db_sync: the run writes with SQLite's synchronous mode off unless normal or full is asked for;
+// anything else is refused by name.
+TEST(Config, TheRunWritesWithTheDatabaseSyncItIsGiven) {
+  EXPECT_EQ(resolve_config(toml::table{}).value().db_sync, "off");
+  toml::table bad;
+  ASSERT_TRUE(apply_set(bad, "db_sync=fast").ok());
+  Result<RunConfig> refused = resolve_config(std::move(bad));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("db_sync"), std::string::npos) << refused.error().message;
+  EXPECT_NE(refused.error().message.find("fast"), std::string::npos) << refused.error().message;
+
+  const std::string trace = std::string(SERVESIM_PROJECT_DIR) + "/data/workloads/seed-toy.toml";
+  const std::pair<std::string, int> modes[] = {{"", 0}, {"off", 0}, {"normal", 1}, {"full", 2}};
+  for (const auto& [mode, expected] : modes) {
+    const std::string path = testing::temp_path("db_sync_" + (mode.empty() ? std::string("default") : mode) + ".db");
+    std::filesystem::remove(path);
+    auto db = Database::open(path);
+    ASSERT_TRUE(db.ok()) << db.error().message;
+    toml::table t;
+    ASSERT_TRUE(apply_set(t, "trace=" + trace).ok());
+    ASSERT_TRUE(apply_set(t, "backend=unit").ok());
+    if (!mode.empty()) {
+      ASSERT_TRUE(apply_set(t, "db_sync=" + mode).ok());
+    }
+    Result<RunConfig> config = resolve_config(std::move(t));
+    ASSERT_TRUE(config.ok()) << config.error().message;
+    RunEnvironment env;
+    env.db = db.value().get();
+    Result<RunOutput> out = run_configuration(config.value(), env);
+    ASSERT_TRUE(out.ok()) << out.error().message;
+    EXPECT_EQ(out.value().status, "done") << out.value().error;
+    sqlite3_stmt* s = nullptr;
+    ASSERT_EQ(sqlite3_prepare_v2(db.value()->handle(), "PRAGMA synchronous", -1, &s, nullptr), SQLITE_OK);
+    ASSERT_EQ(sqlite3_step(s), SQLITE_ROW);
+    EXPECT_EQ(sqlite3_column_int(s, 0), expected) << "db_sync=" << mode;
+    sqlite3_finalize(s);
+  }
+  auto db = Database::open(testing::temp_path("db_sync_bad.db"));
+  ASSERT_TRUE(db.ok());
+  EXPECT_FALSE(db.value()->set_synchronous("extra").ok());
 }
 
 }  // namespace
