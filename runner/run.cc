@@ -335,10 +335,14 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
     return out;
   };
   if (env.stop != nullptr && env.stop->load()) return interrupted_before();
+  // The run's row, on a connection that writes as the run asks (config.db_sync).
+  const auto begin_run = [&](Database& d) -> Result<int64_t> {
+    if (Status s = d.set_synchronous(config.db_sync); !s.ok()) return s.error();
+    return d.begin_run(info);
+  };
   Result<int64_t> run_id = int64_t{-1};
   if (beside == nullptr) {
-    if (Status s = db->set_synchronous(config.db_sync); !s.ok()) return s.error();
-    run_id = db->begin_run(info);
+    run_id = begin_run(*db);
     if (!run_id.ok()) return run_id.error();
   }
   // Beside a trace's reading, the run's row (and the database, unless given) once the trace is read
@@ -371,10 +375,7 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
           }
         }
         if (db != nullptr) {
-          if (Status s = db->set_synchronous(config.db_sync); !s.ok()) open_error = s.error();
-        }
-        if (db != nullptr && !open_error) {
-          run_id = db->begin_run(info);
+          run_id = begin_run(*db);
           if (run_id.ok()) {
             opened = DbRecorder::Opened{db, run_id.value()};
           } else {
