@@ -1,6 +1,8 @@
 #include "analysis/db_recorder.h"
 
 #include <algorithm>
+#include <cassert>
+#include <cmath>
 #include <utility>
 #include <vector>
 
@@ -85,6 +87,13 @@ bool DbRecorder::open() {
   }
   db_ = opened->db;
   run_id_ = opened->run_id;
+  if (opened->resolution > 0 && opened->resolution != timeline_.resolution()) {
+    const double factor = std::round(opened->resolution / timeline_.resolution());
+    assert(factor >= 1 && std::abs(factor * timeline_.resolution() - opened->resolution) <= 1e-9 * opened->resolution);
+    coarsen_.emplace(static_cast<int64_t>(factor));
+    rows_.set_resolution(opened->resolution);
+    announced_.store(opened->resolution, std::memory_order_release);  // for the simulation's thread
+  }
   if (!rows_.prepare(db_->handle()).ok()) fail("preparing inserts");
   return true;
 }
@@ -175,6 +184,12 @@ void DbRecorder::on_transfer(const TransferRecord& t) {
 
 void DbRecorder::write_chunk(Chunk& chunk) {
   // Within a chunk, tables one after the other: the order of rows across tables means nothing.
+  // The database first: it tells the timeline's resolution.
+  if (!open()) {
+    chunk.clear();
+    return;
+  }
+  if (coarsen_) coarsen_->add(chunk.timeline, chunk.wide);
   in_key_order(chunk.timeline);
   rows_.show(std::span<const RunRows::RequestRow>(chunk.requests));
   rows_.show(std::span<const IterationRecord>(chunk.iterations));
@@ -191,11 +206,21 @@ void DbRecorder::hand_over() {
     return;
   }
   if (!writer_.joinable()) writer_ = std::thread([this] { writer_loop(); });
+  if (!wide_) {
+    // Once the writer knows the timeline's resolution, the simulation's thread buckets by it: the
+    // buckets in progress close with this chunk (the writer merges them with what follows).
+    if (const double resolution = announced_.load(std::memory_order_acquire); resolution > 0) {
+      timeline_.finish(chunk_.timeline);
+      timeline_ = TimelineBuckets(resolution);
+      wide_ = true;
+    }
+  }
   std::unique_lock<std::mutex> lock(mutex_);
   changed_.wait(lock, [this] { return handed_.size() < kChunksAhead; });
   handed_.push_back(std::move(chunk_));
   chunk_ = spare_.empty() ? Chunk{} : std::move(spare_.back());  // a written chunk's buffers, back
   if (!spare_.empty()) spare_.pop_back();
+  chunk_.wide = wide_;
   changed_.notify_all();
 }
 
@@ -239,6 +264,10 @@ void DbRecorder::on_run_end(RunOutcome outcome, const std::string& error) {
   if (!write_error_.empty()) final_metrics_.clear();  // the run failed: no metrics
   TimelineBuckets::Completed last;
   timeline_.finish(last);
+  if (coarsen_) {
+    coarsen_->add(last, wide_);
+    coarsen_->finish(last);
+  }
   in_key_order(last);
   rows_.show(std::span<const RunRows::TimelineRow>(last));
   store(RunRows::kTimeline);

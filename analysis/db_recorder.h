@@ -53,9 +53,15 @@ class DbRecorder : public Recorder {
   // writes, before anything is written (waiting there meanwhile), and gives them; or nullopt, and
   // then nothing is ever written: the run is not to be recorded (its workload turned out bad, say).
   // In the background.
+  //
+  // resolution: the timeline's bucket width when it became known with the run's row (> 0; 0: the
+  // one given to the constructor), a whole multiple of the constructor's: the simulation's buckets,
+  // of the constructor's width, are then merged into it before they are written
+  // (TimelineCoarsener), which gives the rows that bucketing at that width from the start gives.
   struct Opened {
     Database* db;
     int64_t run_id;
+    double resolution = 0;
   };
   DbRecorder(std::function<std::optional<Opened>()> open, const MetricsAccumulator& metrics, LogLevel level,
              double resolution);
@@ -123,7 +129,13 @@ class DbRecorder : public Recorder {
   int64_t rows_in_transaction_ = 0;
   std::string write_error_;
   const LogLevel level_;
+  // The timeline's buckets, on the simulation's thread: of the constructor's resolution, until
+  // the writer announces Opened::resolution (wide_) at a chunk's hand-over. The writer merges the
+  // rows of the first (a chunk's `wide` says which it holds) and of the buckets then in progress.
   TimelineBuckets timeline_;
+  std::optional<TimelineCoarsener> coarsen_;  // Opened::resolution's, the writer's
+  std::atomic<double> announced_{0};          // Opened::resolution, when the buckets are merged
+  bool wide_ = false;                         // timeline_ buckets by it
   RunRows rows_;  // each table's rows go in by one statement per chunk
   std::vector<Metric> final_metrics_;
 
@@ -133,6 +145,7 @@ class DbRecorder : public Recorder {
     TimelineBuckets::Completed timeline;
     std::vector<IterationRecord> iterations;
     std::vector<RunRows::TransferRow> transfers;
+    bool wide = false;  // the timeline rows are of Opened::resolution (else of the constructor's)
     size_t size() const { return requests.size() + timeline.size() + iterations.size() + transfers.size(); }
     void clear() {
       requests.clear();

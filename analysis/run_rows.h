@@ -55,6 +55,11 @@ class RunRows {
   RunRows(const RunRows&) = delete;
   RunRows& operator=(const RunRows&) = delete;
 
+  // The timeline's bucket width, before prepare().
+  void set_resolution(double resolution) {
+    timeline_ = SpanRowSource<TimelineRow, TimelineValues>(TimelineValues{resolution});
+  }
+
   // Adds the row sources to `db` and prepares the statements. Error: which failed; sqlite3_errmsg
   // says why. The destructor finalizes them and removes the sources: `db` must outlive this.
   Status prepare(sqlite3* db);

@@ -16,9 +16,10 @@
 //     sends a request when a slot frees, and its latencies count from then, so it is 0 for every
 //     request in this layout;
 //   - max_output_tokens_per_s is the largest number of tokens emitted in one timeline bucket (one
-//     simulated second by default, all replicas), divided by the bucket's width: vLLM counts each
-//     token in the second it arrived from the first request's start, the timeline counts it in
-//     the bucket its iteration started in, from time 0;
+//     simulated second by default, longer for workloads spanning more than 2,000 s; all
+//     replicas), divided by the bucket's width: vLLM counts each token in the second it arrived
+//     from the first request's start, the timeline counts it in the bucket its iteration started
+//     in, from time 0;
 //   - max_concurrent_requests is computed exactly as vLLM does, from the requests rows;
 //   - the percentile metrics are mean, median, std and each --metric-percentiles value (default
 //     99) of ttft, tpot, itl and e2el (vLLM's --percentile-metrics ttft,tpot,itl,e2el); a

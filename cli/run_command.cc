@@ -78,7 +78,7 @@ po::options_description run_options() {
     ("metric-percentiles", po::value<std::string>()->value_name("LIST"),
      "percentiles to store and print beyond the standard 25,50,75,90,95,99, as vLLM bench: 25,50,99.9  [metric_percentiles]")
     ("log", po::value<std::string>()->value_name("WHAT"),
-     "rows logged: requests (every request, and per replica a timeline row per simulated second; the default) | iterations (also every iteration; the default with the unit backend) | summary (runs and metrics only)  [log]")
+     "rows logged: requests (every request, and per replica a timeline row per simulated second, or per longer bucket for a workload spanning more than 2,000 s: --set log_resolution; the default) | iterations (also every iteration; the default with the unit backend) | summary (runs and metrics only)  [log]")
     ("quiet,q", "no progress line (one is drawn on stderr when it is a terminal)")
     ("help,h", "show this help");
   // clang-format on

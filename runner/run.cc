@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <future>
@@ -248,6 +249,19 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
   if (stream != nullptr ? stream->size() == 0 : workload->requests.empty()) {
     return Error{trace.value() + ": the workload has no requests"};
   }
+  // The timeline's resolution: the user's, or by the arrivals' span (auto_timeline_resolution).
+  // A trace read beside the run tells its span once read: until then the simulation buckets by the
+  // second, and the writer merges those buckets into the resolution found then.
+  RunConfig resolved = config;
+  if (resolved.log_resolution <= 0) {
+    Time last = stream != nullptr ? stream->last_arrival() : -1;
+    if (stream == nullptr) {
+      for (const RequestSpec& r : workload->requests) {
+        if (r.after.empty()) last = std::max(last, r.arrival);
+      }
+    }
+    resolved.log_resolution = last >= 0 ? auto_timeline_resolution(to_seconds(last)) : 0;
+  }
   if (disaggregated && workload != nullptr) {
     // Every prompt's KV must fit every decode replica (a streamed workload's requests that do not
     // are rejected as they come, as too large for the cache).
@@ -302,7 +316,8 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
   info.hardware = hardware;
   info.model = model;
   info.workload = trace.value();
-  info.config_toml = config_to_toml(config, policies.front()->options());
+  const toml::table policy_options = policies.front()->options();
+  info.config_toml = config_to_toml(resolved, policy_options);
   info.seed = workload_seed;
   info.version = SERVESIM_VERSION;
   info.host = this_host();
@@ -375,9 +390,15 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
           }
         }
         if (db != nullptr) {
+          double resolution = resolved.log_resolution;
+          if (resolution <= 0) {  // auto: now that the trace's span is known
+            RunConfig known = resolved;
+            known.log_resolution = resolution = auto_timeline_resolution(to_seconds(beside->last_arrival()));
+            info.config_toml = config_to_toml(known, policy_options);
+          }
           run_id = begin_run(*db);
           if (run_id.ok()) {
-            opened = DbRecorder::Opened{db, run_id.value()};
+            opened = DbRecorder::Opened{db, run_id.value(), resolution};
           } else {
             open_error = run_id.error();
           }
@@ -449,9 +470,10 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
   // The measuring backends share the connection with a BatchLog: their rows are written inline.
   std::optional<DbRecorder> writing;
   if (beside != nullptr) {
-    writing.emplace(open_run, metrics, level, config.log_resolution);
+    // Auto (0): by the second until the trace is read, then merged into Opened::resolution.
+    writing.emplace(open_run, metrics, level, resolved.log_resolution > 0 ? resolved.log_resolution : 1.0);
   } else {
-    writing.emplace(*db, run_id.value(), metrics, level, config.log_resolution, !measuring);
+    writing.emplace(*db, run_id.value(), metrics, level, resolved.log_resolution, !measuring);
   }
   DbRecorder& writer = *writing;
   // A measuring backend also logs every batch's items, for `sim validate --hardware` and

@@ -213,7 +213,11 @@ Result<RunConfig> resolve_config(toml::table table) {
   c.max_concurrency = top.integer("max_concurrency", 0, 1, INT32_MAX);
   c.price_per_hour_usd = top.number("price_per_hour_usd", -1, 0, 1e6);
   c.log = top.choice("log", "", {"iterations", "requests", "summary"});
-  c.log_resolution = top.number("log_resolution", c.log_resolution, 1e-6, 1e9);
+  if (const toml::node* n = table.get("log_resolution"); n != nullptr && n->is_string()) {
+    (void)top.choice("log_resolution", "auto", {"auto"});  // "auto", the default; else an error
+  } else {
+    c.log_resolution = top.number("log_resolution", c.log_resolution, 1e-6, 1e9);
+  }
   c.leap = top.boolean("leap", c.leap);
   if (top.has("metric_percentiles")) {
     Result<std::vector<double>> list = parse_percentile_list(top.string("metric_percentiles", ""));

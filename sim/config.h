@@ -56,7 +56,7 @@
 //                                                         iterations with the unit backend (its
 //                                                         step-by-step schedule is the point);
 //                                                         always iterations for cpu and cuda
-//   log_resolution               --set                    1 (seconds per timeline bucket)
+//   log_resolution               --set                    auto (seconds per timeline bucket)
 //   leap                         --set leap=false         true: group decodes and leap over
 //                                                         repeating decode iterations (roofline;
 //                                                         identical results)
@@ -140,7 +140,7 @@ struct RunConfig {
   double slo_ttft = 0, slo_tpot = 0, slo_e2el = 0;
   double price_per_hour_usd = -1;  // per GPU; -1: the hardware file's
   std::string log;                 // summary | requests | iterations; "": by backend (see above)
-  double log_resolution = 1.0;     // seconds per timeline bucket
+  double log_resolution = 0;       // seconds per timeline bucket; 0: auto (by the arrivals' span)
   bool leap = true;                // SimOptions::leap
   std::vector<double> metric_percentiles;  // as given, in order; empty: none given
 };

@@ -21,6 +21,8 @@ class RequestStream {
   virtual const std::string& error() const = 0;
   // How many requests it gives in all, or -1 when it cannot tell before reading them.
   virtual int64_t size() const { return -1; }
+  // When its last request arrives, or -1 when it cannot tell before reading them.
+  virtual Time last_arrival() const { return -1; }
   // Whether its specs stay in place for its whole life (a workload in memory): next_in_place()
   // then gives each where it is, and nothing is copied. REQUIRES of the caller: one of next() and
   // next_in_place() only.
@@ -42,6 +44,7 @@ class RequestListStream final : public RequestStream {
   }
   const std::string& error() const override { return error_; }
   int64_t size() const override { return static_cast<int64_t>(specs_.size()); }
+  Time last_arrival() const override { return specs_.empty() ? -1 : specs_.back().arrival; }
   bool gives_in_place() const override { return true; }
   const RequestSpec* next_in_place() override { return next_ == specs_.size() ? nullptr : &specs_[next_++]; }
 

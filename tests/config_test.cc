@@ -67,6 +67,24 @@ TEST(Config, ErrorsNameTheKeyAndWhereItCameFrom) {
   EXPECT_NE(d.error().message.find("kv.blokcs: unknown key"), std::string::npos);
 }
 
+TEST(Config, TheTimelineResolutionIsSecondsOrAuto) {
+  EXPECT_EQ(resolve_config(toml::table{}).value().log_resolution, 0);  // auto
+  toml::table a;
+  ASSERT_TRUE(apply_set(a, "log_resolution=auto").ok());
+  EXPECT_EQ(resolve_config(std::move(a)).value().log_resolution, 0);
+  toml::table b;
+  ASSERT_TRUE(apply_set(b, "log_resolution=0.5").ok());
+  EXPECT_EQ(resolve_config(std::move(b)).value().log_resolution, 0.5);
+  for (const char* bad : {"log_resolution=often", "log_resolution=0"}) {
+    toml::table t;
+    ASSERT_TRUE(apply_set(t, bad).ok());
+    Result<RunConfig> c = resolve_config(std::move(t));
+    ASSERT_FALSE(c.ok()) << bad;
+    EXPECT_NE(c.error().message.find("command line: log_resolution: expected"), std::string::npos)
+        << c.error().message;
+  }
+}
+
 TEST(Config, FileValuesCarryTheirLine) {
   const std::string path = servesim::testing::temp_path("config_test.toml");
   std::ofstream(path) << "backend = \"unit\"\n\nmax_num_batched_tokens = \"lots\"\n";

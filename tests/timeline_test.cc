@@ -57,6 +57,21 @@ TEST_F(Timeline, BucketsAddUpToTheIterations) {
   }
 }
 
+// By default the buckets are a second, unless the arrivals span more than 2,000 s: 3,000 requests
+// at 1 per second (vLLM bench's timing: the last sent at exactly 3,000 s) get 2 s buckets, and the
+// run's config says so.
+TEST_F(Timeline, TheDefaultResolutionFollowsTheArrivalsSpan) {
+  ASSERT_EQ(sim({"--trace", "pareto.toml", "--num-prompts", "200"}).status, 0);
+  ASSERT_EQ(sim({"--trace", "pareto.toml", "--num-prompts", "3000", "--request-rate", "1"}).status, 0);
+  const std::string width = "SELECT max(start / bucket) FROM timeline WHERE bucket > 0 AND run_id = ";
+  EXPECT_EQ(query(width + "1"), "1.0");
+  EXPECT_EQ(query(width + "2"), "2.0");
+  EXPECT_EQ(query("SELECT group_concat(instr(config, 'log_resolution = ' || (id * 1.0) || char(10)) > 0) "
+                  "FROM runs ORDER BY id"),
+            "1,1");
+  EXPECT_GT(std::stoi(query("SELECT max(bucket) FROM timeline WHERE run_id = 2")), 1400);
+}
+
 // Leaping over repeating decode iterations changes no row: the run that steps every iteration
 // (--set leap=false) writes the same requests, timeline, iterations and metrics.
 TEST_F(Timeline, LeapingWritesTheRowsOfSteppingEveryIteration) {

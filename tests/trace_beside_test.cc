@@ -213,8 +213,10 @@ class TraceBesideCli : public Cli {
     return query("SELECT group_concat(x, ';') FROM (" + sql + ")", db);
   }
   // Runs `sim` on the trace `name` (holding `text`) given as it is, and on a [replay] file that
-  // names it (read first): the same requests and metrics rows, and one run each.
-  void expect_as_read_first(const std::string& name, const std::string& text, int rows) {
+  // names it (read first): the same requests, timeline and metrics rows, one run each, and the
+  // timeline's resolution `resolution` (auto: by the trace's span) in both runs' config.
+  void expect_as_read_first(const std::string& name, const std::string& text, int rows,
+                            const std::string& resolution = "1.0") {
     write(name, text);
     write("w.toml", "[replay]\npath = \"" + name + "\"\n");
     fs::remove(dir_ / "beside.db");
@@ -230,11 +232,30 @@ class TraceBesideCli : public Cli {
     EXPECT_EQ(query("SELECT count(*) FROM requests", "beside.db"), std::to_string(rows));
     EXPECT_EQ(table(requests, "beside.db"), table(requests, "first.db"));
     EXPECT_EQ(table(metrics, "beside.db"), table(metrics, "first.db"));
+    // Beside the reading, the simulation buckets by the second until the trace's span is known,
+    // and the writer merges those buckets into the resolution found then.
+    const std::string timeline =
+        "SELECT replica || ',' || bucket || ',' || start || ',' || iterations || ',' || busy || ',' || "
+        "prefill_tokens || ',' || decode_tokens || ',' || emitted || ',' || seqs_max || ',' || waiting_max || "
+        "',' || kv_blocks_mean || ',' || kv_blocks_max || ',' || kv_blocks_total || ',' || preemptions AS x "
+        "FROM timeline ORDER BY bucket, replica";
+    EXPECT_EQ(table(timeline, "beside.db"), table(timeline, "first.db"));
+    EXPECT_NE(query("SELECT count(*) FROM timeline", "beside.db"), "0");
+    for (const char* db : {"beside.db", "first.db"}) {
+      EXPECT_EQ(query("SELECT count(*) FROM runs WHERE instr(config, 'log_resolution = " + resolution + "\n') > 0", db),
+                "1")
+          << db << ": " << query("SELECT config FROM runs", db);
+    }
     EXPECT_EQ(query("SELECT count(*) || ' ' || status FROM runs", "beside.db"), "1 done");
   }
 };
 
 TEST_F(TraceBesideCli, GivesTheRowsOfTheTraceReadFirst) { expect_as_read_first("t.csv", vidur_text(6'000), 6'000); }
+
+TEST_F(TraceBesideCli, ALongTracesTimelineHasTheBucketsOfTheTraceReadFirst) {
+  // 3,000 s of arrivals: 2 s buckets (auto_timeline_resolution).
+  expect_as_read_first("long.csv", vidur_text(12'000), 12'000, "2.0");
+}
 
 TEST_F(TraceBesideCli, AnAzureTraceGivesTheRowsOfTheTraceReadFirst) {
   // Rows 3,000 and 3,001 swapped too: read again, sorted, as the [replay] file's trace is.

@@ -116,6 +116,7 @@ struct GenerationPlan {
   // The message for a prefix that pushes a drawn prompt past kMaxTokens, with its file position.
   std::string prefix_error;
   int64_t size = 0;   // the requests it gives
+  Time last = -1;     // the last one's arrival (before rescaling by factor)
 };
 
 // Reads and checks a [generate] table, and runs its arrival clock once to check the arrivals (and
@@ -218,6 +219,7 @@ Result<GenerationPlan> plan_generation(const toml::table& table, const std::stri
     ++plan.size;
   }
   if (plan.normalize && plan.size > 0) --plan.size;  // the first is dropped
+  if (plan.size > 0) plan.last = last;
   if (plan.normalize) {
     const double target = static_cast<double>(*plan.count) / load.request_rate;
     if (to_seconds(last) > 0 && target <= kMaxArrivalSeconds) plan.factor = target / to_seconds(last);
@@ -262,6 +264,9 @@ class GeneratedRequests final : public RequestStream {
 
   const std::string& error() const override { return error_; }
   int64_t size() const override { return plan_.size; }
+  Time last_arrival() const override {
+    return plan_.last < 0 || plan_.factor == 1.0 ? plan_.last : from_seconds(to_seconds(plan_.last) * plan_.factor);
+  }
 
  private:
   GenerationPlan plan_;

@@ -178,6 +178,11 @@ int64_t TraceReadBeside::read_rows() const {
   return (word & kStateMask) == kDone ? static_cast<int64_t>(word >> kStateBits) : 0;
 }
 
+Time TraceReadBeside::last_arrival() const {
+  const int64_t n = read_rows();
+  return n > 0 ? at(static_cast<uint64_t>(n - 1)).arrival : -1;
+}
+
 int64_t TraceReadBeside::expected_rows() {
   while (true) {
     const uint64_t word = published_.load(std::memory_order_acquire);

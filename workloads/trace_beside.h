@@ -66,6 +66,8 @@ class TraceReadBeside final : public RequestStream {
   int64_t rows() const;
   // The workload's size once the trace has been read whole and good, else 0. Any thread.
   int64_t read_rows() const;
+  // The last row's arrival once the trace has been read whole and good, else -1. Any thread.
+  Time last_arrival() const override;
   // How many requests the trace is judged to hold, from its size and the bytes of its first rows
   // (exact once it is read): for reserving room. Waits for those rows.
   int64_t expected_rows();
