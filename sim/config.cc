@@ -213,10 +213,14 @@ Result<RunConfig> resolve_config(toml::table table) {
   c.max_concurrency = top.integer("max_concurrency", 0, 1, INT32_MAX);
   c.price_per_hour_usd = top.number("price_per_hour_usd", -1, 0, 1e6);
   c.log = top.choice("log", "", {"iterations", "requests", "summary"});
-  if (const toml::node* n = table.get("log_resolution"); n != nullptr && n->is_string()) {
-    (void)top.choice("log_resolution", "auto", {"auto"});  // "auto", the default; else an error
-  } else {
-    c.log_resolution = top.number("log_resolution", c.log_resolution, 1e-6, 1e9);
+  if (const toml::node* n = table.get("log_resolution")) {  // seconds, or "auto" (0, the default)
+    top.allow("log_resolution");
+    const std::optional<double> seconds = n->is_number() ? n->value<double>() : std::nullopt;
+    if (seconds && *seconds >= 1e-6 && *seconds <= 1e9) {
+      c.log_resolution = *seconds;
+    } else if (n->value<std::string>() != "auto") {
+      top.fail(*n, "log_resolution", "a number of seconds in [1e-06, 1e+09], or \"auto\"");
+    }
   }
   c.leap = top.boolean("leap", c.leap);
   if (top.has("metric_percentiles")) {
