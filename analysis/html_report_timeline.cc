@@ -162,7 +162,16 @@ Result<Section> timeline_section(Database& db, const std::vector<ReportRun>& run
                                       " replicas (more than " + std::to_string(kMaxReplicaLines) +
                                       " lines would hide each other)."
                                 : "One line per run, summed over its replicas.";
-  const std::string bucket = " Time buckets of " + format_number(lines[0].width) + " " + t + ".";
+  // One width for every line, or each run's where they differ (by default a run's width follows
+  // its workload's span: auto_timeline_resolution).
+  std::string bucket = " Time buckets of " + format_number(lines[0].width) + " " + t + ".";
+  if (std::any_of(lines.begin(), lines.end(), [&](const Line& l) { return l.width != lines[0].width; })) {
+    bucket = " Time buckets of";
+    for (size_t i = 0; i < lines.size(); ++i) {
+      bucket += std::string(i ? ";" : "") + " " + format_number(lines[i].width) + " " + t + " for " + lines[i].label;
+    }
+    bucket += ".";
+  }
   auto rate = [](double Row::*field) { return [field](const Row& r, double w) { return r.*field / w; }; };
   auto level = [](double Row::*field) { return [field](const Row& r, double) { return r.*field; }; };
 

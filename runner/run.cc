@@ -260,7 +260,8 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
         if (r.after.empty()) last = std::max(last, r.arrival);
       }
     }
-    resolved.log_resolution = last >= 0 ? auto_timeline_resolution(to_seconds(last)) : 0;
+    // Unknown yet: beside a trace's reading (then 0 until read), or a stream that cannot tell.
+    resolved.log_resolution = last >= 0 ? auto_timeline_resolution(to_seconds(last)) : beside != nullptr ? 0 : 1;
   }
   if (disaggregated && workload != nullptr) {
     // Every prompt's KV must fit every decode replica (a streamed workload's requests that do not

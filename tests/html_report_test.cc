@@ -334,6 +334,29 @@ TEST_F(HtmlReport, ComparedRunsShowTheirDifferenceFromTheFirst) {
   EXPECT_NE(page().find("<td>Successful requests</td><td>30</td><td>20 (-33.33%)</td>"), std::string::npos);
 }
 
+TEST_F(HtmlReport, ComparedRunsOfDifferentBucketWidthsSayEach) {
+  // By default a run's timeline buckets follow its workload's span: runs compared may differ.
+  const int64_t a = add_run("short", "w.toml", "done", 20);
+  const int64_t b = add_run("long", "w.toml", "done", 20);
+  auto db = Database::open(db_path_);
+  ASSERT_TRUE(db.ok());
+  std::string sql = "BEGIN;";
+  for (int i = 0; i < 50; ++i) {
+    for (const auto& [id, width] : {std::pair{a, 1}, {b, 10}}) {
+      sql += "INSERT INTO timeline VALUES (" + std::to_string(id) + ", 0, " + std::to_string(i) + ", " +
+             std::to_string(i * width) + ", 10, 0.9, 100, 50, 50, 8, 2, 40.5, 45, 100, 0);";
+    }
+  }
+  ASSERT_TRUE(db.value()->exec((sql + "COMMIT;").c_str()).ok());
+  db.value().reset();
+  ASSERT_TRUE(report({.run_ids = {a, b}}).ok());
+  const std::string p = page();
+  EXPECT_NE(p.find("Time buckets of 1 s for " + std::string("run ") + std::to_string(a)), std::string::npos)
+      << p.substr(p.find("Time buckets"), 300);
+  EXPECT_NE(p.find("; 10 s for run " + std::to_string(b)), std::string::npos);
+  EXPECT_EQ(p.find("Time buckets of 1 s."), std::string::npos);
+}
+
 TEST_F(HtmlReport, StoredDistributionsAreUsedForEveryCdfIncludingItl) {
   const int64_t id = add_run("d", "w.toml", "done", 50);
   auto db = Database::open(db_path_);
