@@ -179,21 +179,23 @@ TEST(TimelineResolution, AutoKeepsTheArrivalsWithinTwoThousandBuckets) {
 }
 
 TEST(TimelineBuckets, AWholeNumberOfNanosecondsSplitsAtItsMultiples) {
-  // 0.01 s is 10,000,000 ns: an iteration starting at 30 ms is in bucket 3, one at 1 ns before in 2.
+  // 0.01 s is 10,000,000 ns: an iteration starting at 290 ms is in bucket 29, one at 1 ns before in
+  // 28. (In floating point, 0.29 / 0.01 is 28.999999999999996: bucket 28, as for 125 of the first
+  // thousand boundaries.)
   TimelineBuckets b(0.01);
   TimelineBuckets::Completed done;
   IterationRecord it;
   it.duration = 1;
-  for (const Time start : {Time{29'999'999}, Time{30'000'000}, Time{70'000'000'000'000}}) {
+  for (const Time start : {Time{289'999'999}, Time{290'000'000}, Time{70'000'000'000'000}}) {
     it.start = start;
     b.add_iteration(it, done);
   }
   b.finish(done);
   ASSERT_EQ(done.size(), 3u);
-  EXPECT_EQ(done[0].second.index, 2);
-  EXPECT_EQ(done[1].second.index, 3);
+  EXPECT_EQ(done[0].second.index, 28);
+  EXPECT_EQ(done[1].second.index, 29);
   EXPECT_EQ(done[2].second.index, 7'000'000);
-  EXPECT_EQ(done[1].second.end, 40'000'000);
+  EXPECT_EQ(done[1].second.end, 300'000'000);
 }
 
 }  // namespace
