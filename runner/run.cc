@@ -42,6 +42,20 @@ LoadControls load_controls(const RunConfig& c) {
   return l;
 }
 
+// log_resolution "auto" (0) for the workload: by its last arrival that does not follow another
+// request (auto_timeline_resolution); 0 beside a trace's reading (known once read), 1 for a stream
+// that cannot tell.
+double auto_resolution(const RequestStream* stream, const Workload* workload, const TraceReadBeside* beside) {
+  Time last = stream != nullptr ? stream->last_arrival() : -1;
+  if (stream == nullptr) {
+    for (const RequestSpec& r : workload->requests) {
+      if (r.after.empty()) last = std::max(last, r.arrival);
+    }
+  }
+  if (last >= 0) return auto_timeline_resolution(to_seconds(last));
+  return beside != nullptr ? 0 : 1;
+}
+
 }  // namespace
 
 Result<std::shared_ptr<const Workload>> WorkloadCache::get(const std::string& path,
@@ -253,16 +267,7 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
   // A trace read beside the run tells its span once read: until then the simulation buckets by the
   // second, and the writer merges those buckets into the resolution found then.
   RunConfig resolved = config;
-  if (resolved.log_resolution <= 0) {
-    Time last = stream != nullptr ? stream->last_arrival() : -1;
-    if (stream == nullptr) {
-      for (const RequestSpec& r : workload->requests) {
-        if (r.after.empty()) last = std::max(last, r.arrival);
-      }
-    }
-    // Unknown yet: beside a trace's reading (then 0 until read), or a stream that cannot tell.
-    resolved.log_resolution = last >= 0 ? auto_timeline_resolution(to_seconds(last)) : beside != nullptr ? 0 : 1;
-  }
+  if (resolved.log_resolution <= 0) resolved.log_resolution = auto_resolution(stream.get(), workload.get(), beside);
   if (disaggregated && workload != nullptr) {
     // Every prompt's KV must fit every decode replica (a streamed workload's requests that do not
     // are rejected as they come, as too large for the cache).
