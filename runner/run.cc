@@ -43,8 +43,8 @@ LoadControls load_controls(const RunConfig& c) {
 }
 
 // log_resolution "auto" (0) for the workload: by its last arrival that does not follow another
-// request (auto_timeline_resolution); 0 beside a trace's reading (known once read), 1 for a stream
-// that cannot tell.
+// request (auto_timeline_resolution); 0 beside a trace's reading until it is read whole, 1 for a
+// stream that cannot tell.
 double auto_resolution(const RequestStream* stream, const Workload* workload, const TraceReadBeside* beside) {
   Time last = stream != nullptr ? stream->last_arrival() : -1;
   if (stream == nullptr) {
@@ -399,7 +399,7 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
           double resolution = resolved.log_resolution;
           if (resolution <= 0) {  // auto: now that the trace's span is known
             RunConfig known = resolved;
-            known.log_resolution = resolution = auto_timeline_resolution(to_seconds(beside->last_arrival()));
+            known.log_resolution = resolution = auto_resolution(beside, nullptr, beside);
             info.config_toml = config_to_toml(known, policy_options);
           }
           run_id = begin_run(*db);
