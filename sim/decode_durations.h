@@ -56,6 +56,23 @@ class DecodeDurationCursor {
     fraction_ &= DecodeDurations::kOne - 1;
     return d;
   }
+  // The next n (>= 1) iterations' durations summed, as n calls of next(); *last gets the last one.
+  // REQUIRES: the sum fits in 63 bits, and n < 2^31.
+  Time sum(int64_t n, Time* last) {
+    // Iteration i from here lasts next_ + i * whole_step_ + floor((fraction_ + i * fraction_step_)
+    // / 2^31); the fractions stay below 2^31 * (n + 1), so they add up in 64 bits.
+    int64_t x = fraction_, carries = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      carries += x >> DecodeDurations::kFractionBits;
+      x += fraction_step_;
+    }
+    const int64_t k = n - 1;
+    *last = next_ + k * whole_step_ + ((x - fraction_step_) >> DecodeDurations::kFractionBits);
+    const Time total = n * next_ + whole_step_ * (n * k / 2) + carries;
+    next_ += n * whole_step_ + (x >> DecodeDurations::kFractionBits);
+    fraction_ = x & (DecodeDurations::kOne - 1);
+    return total;
+  }
 
  private:
   Time next_ = 0;

@@ -253,6 +253,7 @@ class Replica final : public ReplicaView {
   std::vector<Time> leap_arrivals_;          // when requests joined the queue during the leap
   Time first_end_ = 0;                       // end of the first iteration of the leap in flight
   DecodeDurations leap_run_;                 // the run's durations, from its first iteration on
+  bool leap_run_known_ = false;              // leap_run_ is the run of the batch in flight
   int64_t leap_count_ = 0;                   // iterations leapt after the first
   // Where a value changes during a leap: from `iteration` (after the first) on, starting `at`.
   template <typename V>

@@ -77,11 +77,9 @@ Time Replica::leap(Time horizon) {
   assert(busy_ && leapable_);
   leapable_ = false;
   Time t = first_end_;  // the start of the next iteration
-  if (t >= horizon || !backend_->decode_run(batch_, leap_run_)) return t;
-  if (leap_run_.at(0) != record_.duration) {
-    assert(false && "a backend's decode run disagrees with run()");
-    return t;
-  }
+  // The batch is the decode group alone: start_iteration priced it through its run, if the backend
+  // gives runs.
+  if (t >= horizon || !leap_run_known_) return t;
   DecodeDurationCursor duration(leap_run_);
   duration.next();  // the iteration in flight
   // Iteration j (the first is 0) emits every member's token num_output + j + 1; none may finish
@@ -132,12 +130,9 @@ Time Replica::leap(Time horizon) {
     const int64_t plain_end = std::min(steps, j + plain_after(opens, touching_[next]));
     if (sum_first && j < plain_end) {
       DecodeDurationCursor ahead = duration;
-      Time last_start = t, end = t;
-      for (int64_t i = j; i < plain_end; ++i) {
-        last_start = end;
-        end += ahead.next();
-      }
-      if (last_start < horizon && end <= kTimeHorizon) {  // else stepped one by one below
+      Time last = 0;
+      const Time end = t + ahead.sum(plain_end - j, &last);
+      if (end - last < horizon && end <= kTimeHorizon) {  // else stepped one by one below
         duration = ahead;
         t = end;
         j = plain_end;

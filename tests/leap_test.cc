@@ -335,6 +335,30 @@ TEST(LeapRoofline, DurationCursorEqualsClosedForm) {
   }
 }
 
+// A leap sums a stretch of iterations at once (DecodeDurationCursor::sum): the same total, last
+// duration and following durations as calling next() for each.
+TEST(LeapRoofline, DurationCursorSumEqualsItsSteps) {
+  constexpr int64_t kOne = DecodeDurations::kOne;
+  const DecodeDurations cases[] = {{5, 0, 0, 1, 0},
+                                   {1000, kOne - 1, kOne / 2, 1, 7},
+                                   {7, 3 * kOne + 12345, 999, 4, 1 << 20},
+                                   {3, kOne / 3 + 1, kOne - 1, 5, 2},
+                                   {123456789, ((int64_t{1} << 62) - 1) / 3, (int64_t{1} << 62) - 1, 3, 11}};
+  for (const DecodeDurations& d : cases) {
+    for (const int64_t n : {1, 2, 3, 5, 15, 16, 17, 64, 300}) {
+      for (const int64_t from : {0, 1, 6, 1000}) {
+        DecodeDurationCursor stepped(d.shifted(from)), summed(d.shifted(from));
+        Time total = 0, last = -1;
+        for (int64_t i = 0; i < n; ++i) total += last = stepped.next();
+        Time summed_last = -1;
+        ASSERT_EQ(summed.sum(n, &summed_last), total) << "n " << n << " from " << from;
+        ASSERT_EQ(summed_last, last) << "n " << n << " from " << from;
+        for (int i = 0; i < 40; ++i) ASSERT_EQ(summed.next(), stepped.next()) << "n " << n << " from " << from;
+      }
+    }
+  }
+}
+
 // A decode group is priced as the same decodes listed as items, beside a prefill or alone.
 TEST(LeapRoofline, DecodeGroupIsPricedAsItsItems) {
   for (const char* hw : {"a100-80gb", "t4", "h100-sxm"}) {
