@@ -9,7 +9,8 @@ measured on, through `sim`, in the four cases of the issue:
     python3 bench/replay_100k.py [--sim PATH] [--trace CSV] [--log WHAT] [--repeat N] [--set K=V ...]
 
 (--set leap=false runs every iteration one by one, to see what leaping over repeating decode
-iterations saves; the results are the same.)
+iterations saves; the results are the same. --sim build-pgo/sim/sim times the profile-guided build
+of scripts/build-pgo.sh.)
 
 Prints, per case, the wall time, the CPU time (user + system) and the peak memory (max RSS) of the
 `sim` process, the best of --repeat runs (default 3), the database's size, and how many times

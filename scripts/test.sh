@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds servesim with its tests and runs them (ctest); then, unless --quick is given, the same
 # suite built with AddressSanitizer and UndefinedBehaviorSanitizer (halting on the first error),
-# and a short run of every fuzz target (scripts/fuzz.sh, 30 s each). Installs the build
+# a short run of every fuzz target (scripts/fuzz.sh, 30 s each), and the profile-guided build
+# (scripts/build-pgo.sh), whose metrics must equal the plain build's. Installs the build
 # dependencies first. Under CI (CI set), compiler warnings are errors. Ends with the main suite's
 # ctest summary.
 set -euo pipefail
@@ -28,6 +29,24 @@ sed -n '/tests passed/,$p' build-asan/ctest.log
 
 echo "== every fuzz target, 30 s each"
 scripts/fuzz.sh 30
+
+echo "== the profile-guided build (scripts/build-pgo.sh) gives the plain build's metrics"
+mkdir -p build-pgo
+scripts/build-pgo.sh build-pgo > build-pgo/build.log 2>&1 || { tail -60 build-pgo/build.log; exit 1; }
+pgo_check=$(mktemp -d)
+for case in "continuous 2048" "chunked-prefill 512"; do
+  set -- $case
+  for build in build-test build-pgo; do
+    "$build/sim/sim" --policy "$1" --max-num-batched-tokens "$2" --replicas 8 --trace pareto.toml \
+      --db "$pgo_check/$build.db" --log summary > /dev/null
+    "$build/sim/sim" report --db "$pgo_check/$build.db" --format csv > "$pgo_check/$build-$1.csv"
+    rm -f "$pgo_check/$build".db*
+  done
+  diff "$pgo_check/build-test-$1.csv" "$pgo_check/build-pgo-$1.csv" ||
+    { echo "build-pgo's metrics differ from build-test's ($1)"; exit 1; }
+  echo "$1 on 8 replicas: the same $(wc -l < "$pgo_check/build-pgo-$1.csv") metric lines"
+done
+rm -rf "$pgo_check"
 
 echo "== the main suite's summary"
 sed -n '/tests passed/,$p' build-test/ctest.log
