@@ -25,8 +25,8 @@ cmake --build "$out" -j2 --target sim
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-# 20,000 requests, from a fixed linear congruential sequence (the same profile every time):
-# exponential gaps, prompts and outputs from a broad lognormal-like spread.
+# 20,000 requests from awk's rand() with a fixed seed (the same trace on every run of one awk):
+# exponential gaps; lognormal prompts and outputs (Box-Muller), capped at 8,000 and 2,000 tokens.
 awk 'BEGIN {
   srand(1); t = 0; print "arrived_at,num_prefill_tokens,num_decode_tokens";
   for (i = 0; i < 20000; ++i) {
