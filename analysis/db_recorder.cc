@@ -66,15 +66,18 @@ LogLevel parse_log_level(const std::string& name) {
 DbRecorder::DbRecorder(Database& db, int64_t run_id, const MetricsAccumulator& metrics,
                        LogLevel level, double resolution, bool background)
     : db_(&db), run_id_(run_id), metrics_(metrics), started_(std::chrono::steady_clock::now()),
-      level_(level), timeline_(resolution > 0 ? resolution : 1.0), rows_(timeline_.resolution()),
+      level_(level), resolution_(resolution > 0 ? resolution : 1.0), rows_(resolution_),
       background_(background) {
+  sources_.push_back(std::make_unique<Source>(resolution_));
   if (!rows_.prepare(db_->handle()).ok()) fail("preparing inserts");
 }
 
 DbRecorder::DbRecorder(std::function<std::optional<Opened>()> open, const MetricsAccumulator& metrics,
                        LogLevel level, double resolution)
     : open_(std::move(open)), metrics_(metrics), started_(std::chrono::steady_clock::now()), level_(level),
-      timeline_(resolution > 0 ? resolution : 1.0), rows_(timeline_.resolution()), background_(true) {}
+      resolution_(resolution > 0 ? resolution : 1.0), rows_(resolution_), background_(true) {
+  sources_.push_back(std::make_unique<Source>(resolution_));
+}
 
 bool DbRecorder::open() {
   if (db_ != nullptr) return true;
@@ -87,9 +90,9 @@ bool DbRecorder::open() {
   }
   db_ = opened->db;
   run_id_ = opened->run_id;
-  if (opened->resolution > 0 && opened->resolution != timeline_.resolution()) {
-    const double factor = std::round(opened->resolution / timeline_.resolution());
-    assert(factor >= 1 && std::abs(factor * timeline_.resolution() - opened->resolution) <= 1e-9 * opened->resolution);
+  if (opened->resolution > 0 && opened->resolution != resolution_) {
+    const double factor = std::round(opened->resolution / resolution_);
+    assert(factor >= 1 && std::abs(factor * resolution_ - opened->resolution) <= 1e-9 * opened->resolution);
     coarsen_.emplace(static_cast<int64_t>(factor));
     rows_.set_resolution(opened->resolution);
     announced_.store(opened->resolution, std::memory_order_release);  // for the simulation's thread
@@ -147,39 +150,79 @@ void DbRecorder::store(RunRows::Table table) {
   }
 }
 
+// A shard's callbacks gather into a source of the recorder that made it.
+class DbRecorder::Shard final : public Recorder {
+ public:
+  Shard(DbRecorder& parent, Source& source) : parent_(parent), source_(source) {}
+  bool accepts_grouped_decodes() const override { return true; }
+  void on_iteration(const IterationRecord& it, std::span<const BatchItem> /*items*/) override {
+    parent_.add_iteration(source_, it);
+  }
+  void on_decode_steps(const DecodeSteps& steps) override {
+    if (parent_.level_ >= LogLevel::kIterations) return Recorder::on_decode_steps(steps);  // a row each
+    parent_.add_decode_steps(source_, steps);
+  }
+  void on_request(const Request& r) override { parent_.add_request(source_, r); }
+  void on_transfer(const TransferRecord& t) override { parent_.add_transfer(source_, t); }
+  void on_run_end(RunOutcome /*outcome*/, const std::string& /*error*/) override {
+    parent_.close(source_, /*last_buckets=*/true);
+  }
+
+ private:
+  DbRecorder& parent_;
+  Source& source_;
+};
+
+std::unique_ptr<Recorder> DbRecorder::shard() {
+  assert(background_ && sources_.front()->chunk.size() == 0);
+  std::lock_guard<std::mutex> lock(mutex_);
+  sources_.front()->closed = true;  // the shards gather everything
+  sources_.push_back(std::make_unique<Source>(resolution_));
+  return std::make_unique<Shard>(*this, *sources_.back());
+}
+
 void DbRecorder::on_iteration(const IterationRecord& it, std::span<const BatchItem> /*items*/) {
-  if (failed() || level_ < LogLevel::kRequests) return;
-  timeline_.add_iteration(it, chunk_.timeline);
-  if (level_ >= LogLevel::kIterations) chunk_.iterations.push_back(it);
-  if (chunk_.size() >= kRowsPerChunk) hand_over();
+  add_iteration(*sources_.front(), it);
 }
 
 void DbRecorder::on_decode_steps(const DecodeSteps& steps) {
-  if (failed() || level_ < LogLevel::kRequests) return;
-  if (level_ >= LogLevel::kIterations) {
-    Recorder::on_decode_steps(steps);  // a row each
-    return;
-  }
-  timeline_.add_decode_steps(steps, chunk_.timeline);
-  if (chunk_.size() >= kRowsPerChunk) hand_over();
+  if (level_ >= LogLevel::kIterations) return Recorder::on_decode_steps(steps);  // a row each
+  add_decode_steps(*sources_.front(), steps);
 }
 
-void DbRecorder::on_request(const Request& r) {
+void DbRecorder::on_request(const Request& r) { add_request(*sources_.front(), r); }
+
+void DbRecorder::on_transfer(const TransferRecord& t) { add_transfer(*sources_.front(), t); }
+
+void DbRecorder::add_iteration(Source& s, const IterationRecord& it) {
   if (failed() || level_ < LogLevel::kRequests) return;
-  chunk_.requests.push_back(RunRows::RequestRow{
+  s.timeline.add_iteration(it, s.chunk.timeline);
+  if (level_ >= LogLevel::kIterations) s.chunk.iterations.push_back(it);
+  if (s.chunk.size() >= kRowsPerChunk) hand_over(s);
+}
+
+void DbRecorder::add_decode_steps(Source& s, const DecodeSteps& steps) {
+  if (failed() || level_ < LogLevel::kRequests) return;
+  s.timeline.add_decode_steps(steps, s.chunk.timeline);
+  if (s.chunk.size() >= kRowsPerChunk) hand_over(s);
+}
+
+void DbRecorder::add_request(Source& s, const Request& r) {
+  if (failed() || level_ < LogLevel::kRequests) return;
+  s.chunk.requests.push_back(RunRows::RequestRow{
       r.spec ? r.spec->id : default_request_id(r.index), r.replica, r.arrival, r.scheduled,
       r.first_token, r.finished, r.prompt_tokens, r.num_output, r.cached_tokens, r.preemptions,
       r.priority, status_name(r), r.reason});
-  if (chunk_.size() >= kRowsPerChunk) hand_over();
+  if (s.chunk.size() >= kRowsPerChunk) hand_over(s);
 }
 
-void DbRecorder::on_transfer(const TransferRecord& t) {
+void DbRecorder::add_transfer(Source& s, const TransferRecord& t) {
   if (failed() || level_ < LogLevel::kRequests) return;
   const Request& r = *t.request;
-  chunk_.transfers.push_back(RunRows::TransferRow{r.spec ? r.spec->id : default_request_id(r.index),
-                                                  t.prefill_replica, t.decode_replica, t.tokens, t.bytes,
-                                                  t.ready, t.reserved, t.start, t.end});
-  if (chunk_.size() >= kRowsPerChunk) hand_over();
+  s.chunk.transfers.push_back(RunRows::TransferRow{r.spec ? r.spec->id : default_request_id(r.index),
+                                                   t.prefill_replica, t.decode_replica, t.tokens, t.bytes,
+                                                   t.ready, t.reserved, t.start, t.end});
+  if (s.chunk.size() >= kRowsPerChunk) hand_over(s);
 }
 
 void DbRecorder::write_chunk(Chunk& chunk) {
@@ -200,37 +243,58 @@ void DbRecorder::write_chunk(Chunk& chunk) {
   chunk.clear();
 }
 
-void DbRecorder::hand_over() {
+void DbRecorder::hand_over(Source& s) {
   if (!background_) {
-    write_chunk(chunk_);
+    write_chunk(s.chunk);
     return;
   }
-  if (!writer_.joinable()) writer_ = std::thread([this] { writer_loop(); });
-  if (!wide_) {
+  if (!s.wide) {
     // Once the writer knows the timeline's resolution, the simulation's thread buckets by it: the
     // buckets in progress close with this chunk (the writer merges them with what follows).
     if (const double resolution = announced_.load(std::memory_order_acquire); resolution > 0) {
-      timeline_.finish(chunk_.timeline);
-      timeline_ = TimelineBuckets(resolution);
-      wide_ = true;
+      s.timeline.finish(s.chunk.timeline);
+      s.timeline = TimelineBuckets(resolution);
+      s.wide = true;
     }
   }
   std::unique_lock<std::mutex> lock(mutex_);
-  changed_.wait(lock, [this] { return handed_.size() < kChunksAhead; });
-  handed_.push_back(std::move(chunk_));
-  chunk_ = spare_.empty() ? Chunk{} : std::move(spare_.back());  // a written chunk's buffers, back
+  if (!writer_.joinable()) writer_ = std::thread([this] { writer_loop(); });
+  changed_.wait(lock, [&s] { return s.handed.size() < kChunksAhead; });
+  s.handed.push_back(std::move(s.chunk));
+  s.chunk = spare_.empty() ? Chunk{} : std::move(spare_.back());  // a written chunk's buffers, back
   if (!spare_.empty()) spare_.pop_back();
-  chunk_.wide = wide_;
+  s.chunk.wide = s.wide;
+  changed_.notify_all();
+}
+
+void DbRecorder::close(Source& s, bool last_buckets) {
+  if (last_buckets && !failed() && level_ >= LogLevel::kRequests) s.timeline.finish(s.chunk.timeline);
+  if (s.chunk.size() > 0) hand_over(s);
+  std::lock_guard<std::mutex> lock(mutex_);
+  s.closed = true;
   changed_.notify_all();
 }
 
 void DbRecorder::writer_loop() {
   std::unique_lock<std::mutex> lock(mutex_);
+  size_t turn = 0;  // the source whose chunk goes next: each in turn, for the same order every run
   while (true) {
-    changed_.wait(lock, [this] { return !handed_.empty() || stop_; });
-    if (handed_.empty()) return;  // stopped, and nothing left
-    Chunk chunk = std::move(handed_.front());
-    handed_.pop_front();
+    Source* next = nullptr;
+    changed_.wait(lock, [&] {
+      for (size_t tried = 0; tried < sources_.size(); ++tried, turn = (turn + 1) % sources_.size()) {
+        Source& s = *sources_[turn];
+        if (!s.handed.empty()) {
+          next = &s;
+          return true;
+        }
+        if (!s.closed) return false;  // its next chunk is to come
+      }
+      return true;  // every source closed, and everything written
+    });
+    if (next == nullptr) return;
+    turn = (turn + 1) % sources_.size();
+    Chunk chunk = std::move(next->handed.front());
+    next->handed.pop_front();
     changed_.notify_all();
     lock.unlock();
     write_chunk(chunk);
@@ -240,14 +304,14 @@ void DbRecorder::writer_loop() {
 }
 
 void DbRecorder::drain() {
-  if (chunk_.size() > 0) hand_over();
-  if (!writer_.joinable()) return;
-  {
+  Source& own = *sources_.front();
+  if (!own.closed) {
+    if (own.chunk.size() > 0) hand_over(own);
     std::lock_guard<std::mutex> lock(mutex_);
-    stop_ = true;
+    own.closed = true;
     changed_.notify_all();
   }
-  writer_.join();
+  if (writer_.joinable()) writer_.join();  // once every source is closed and written
 }
 
 void DbRecorder::on_run_end(RunOutcome outcome, const std::string& error) {
@@ -256,16 +320,17 @@ void DbRecorder::on_run_end(RunOutcome outcome, const std::string& error) {
   // The metrics rows and the final status go in one transaction with the last rows, so a reader
   // never sees a finished run without its metrics. The metrics are computed while the writer
   // writes the last rows.
-  if (chunk_.size() > 0) hand_over();
+  Source& own = *sources_.front();
+  if (!own.closed && own.chunk.size() > 0) hand_over(own);
   std::vector<QuantilePoint> quantiles;
   final_metrics_ = metrics_.compute(&quantiles);
   drain();
   if (!open()) return;  // not recorded
   if (!write_error_.empty()) final_metrics_.clear();  // the run failed: no metrics
   TimelineBuckets::Completed last;
-  timeline_.finish(last);
+  own.timeline.finish(last);  // (a split run's shards wrote theirs)
   if (coarsen_) {
-    coarsen_->add(last, wide_);
+    coarsen_->add(last, own.wide);
     coarsen_->finish(last);
   }
   in_key_order(last);

@@ -91,6 +91,12 @@ class DbRecorder : public Recorder {
   // all be written is marked failed). Later calls do nothing.
   void on_run_end(RunOutcome outcome, const std::string& error) override;
 
+  // A split run's groups of replicas (sim/sharded.h) each gather their rows on their own thread;
+  // the writer takes the groups' chunks in turn, a chunk from each, so that the rows go in in the
+  // same order every run. In the background only.
+  bool can_shard() const override { return background_; }
+  std::unique_ptr<Recorder> shard() override;
+
   // Empty unless a write failed; then what failed, with sqlite's message. (Complete once
   // on_run_end returned.)
   const std::string& write_error() const { return write_error_; }
@@ -110,8 +116,18 @@ class DbRecorder : public Recorder {
   static constexpr size_t kChunksAhead = 4;
 
   struct Chunk;
+  struct Source;
+  class Shard;
+  // What the recorder callbacks gather, into a source: this recorder's own or a shard's.
+  void add_iteration(Source& s, const IterationRecord& it);
+  void add_decode_steps(Source& s, const DecodeSteps& steps);
+  void add_request(Source& s, const Request& r);
+  void add_transfer(Source& s, const TransferRecord& t);
   void write_chunk(Chunk& chunk);  // on the writer thread (or the caller's, without one)
-  void hand_over();                // gives chunk_ to the writer, waiting while it is busy
+  void hand_over(Source& s);       // gives its chunk to the writer, waiting while it is busy
+  // Hands over its last chunk, with its timeline's buckets in progress when `last_buckets`;
+  // then it gives no more.
+  void close(Source& s, bool last_buckets);
   void drain();                    // writes everything gathered and stops the writer
   void writer_loop();
   bool failed() const { return failed_.load(std::memory_order_relaxed); }
@@ -129,13 +145,9 @@ class DbRecorder : public Recorder {
   int64_t rows_in_transaction_ = 0;
   std::string write_error_;
   const LogLevel level_;
-  // The timeline's buckets, on the simulation's thread: of the constructor's resolution, until
-  // the writer announces Opened::resolution (wide_) at a chunk's hand-over. The writer merges the
-  // rows of the first (a chunk's `wide` says which it holds) and of the buckets then in progress.
-  TimelineBuckets timeline_;
+  const double resolution_;                   // the constructor's
   std::optional<TimelineCoarsener> coarsen_;  // Opened::resolution's, the writer's
   std::atomic<double> announced_{0};          // Opened::resolution, when the buckets are merged
-  bool wide_ = false;                         // timeline_ buckets by it
   RunRows rows_;  // each table's rows go in by one statement per chunk
   std::vector<Metric> final_metrics_;
 
@@ -154,14 +166,25 @@ class DbRecorder : public Recorder {
       transfers.clear();
     }
   };
+  // A simulation thread's rows.
+  struct Source {
+    explicit Source(double resolution) : timeline(resolution) {}
+    Chunk chunk;  // gathering
+    // The timeline's buckets: of the constructor's resolution, until the writer announces
+    // Opened::resolution (wide) at a chunk's hand-over. The writer merges the rows of the first
+    // (a chunk's `wide` says which it holds) and of the buckets then in progress.
+    TimelineBuckets timeline;
+    bool wide = false;
+    // Given to the writer, oldest first (under mutex_): at most kChunksAhead wait, so the
+    // simulation goes on while the writer catches up with a burst of rows.
+    std::deque<Chunk> handed;
+    bool closed = false;  // gives no more (under mutex_)
+  };
   const bool background_;
   std::atomic<bool> failed_{false};
-  Chunk chunk_;            // gathering (the simulation's thread)
-  // Given to the writer, oldest first: at most kChunksAhead wait, so the simulation goes on while
-  // the writer catches up with a burst of rows.
-  std::deque<Chunk> handed_;
+  // [0]: this recorder's own (closed once it made shards); then its shards', in their order.
+  std::vector<std::unique_ptr<Source>> sources_;
   std::vector<Chunk> spare_;  // written and cleared, their buffers kept for the next chunks
-  bool stop_ = false;
   std::mutex mutex_;
   std::condition_variable changed_;
   std::thread writer_;

@@ -195,6 +195,50 @@ void MetricsAccumulator::on_request(const Request& r) {
   }
 }
 
+std::unique_ptr<Recorder> MetricsAccumulator::shard() {
+  MetricsOptions options = options_;
+  options.expected_requests = 0;  // a share of them: the samples grow as they come
+  return std::make_unique<MetricsAccumulator>(std::move(options));
+}
+
+void MetricsAccumulator::absorb(Recorder& recorder) {
+  auto& s = dynamic_cast<MetricsAccumulator&>(recorder);
+  completed_ += s.completed_;
+  rejected_ += s.rejected_;
+  capped_ += s.capped_;
+  preemptions_ += s.preemptions_;
+  iterations_ += s.iterations_;
+  good_ += s.good_;
+  for (int c = 0; c < kNumRejectCauses; ++c) rejected_by_cause_[c] += s.rejected_by_cause_[c];
+  const auto append = [](auto& to, const auto& from) { to.insert(to.end(), from.begin(), from.end()); };
+  append(outstanding_, s.outstanding_);
+  append(ttft_, s.ttft_);
+  append(tpot_, s.tpot_);
+  append(e2el_, s.e2el_);
+  append(queue_, s.queue_);
+  append(transfer_wait_, s.transfer_wait_);
+  append(transfer_time_, s.transfer_time_);
+  input_tokens_ += s.input_tokens_;
+  output_tokens_ += s.output_tokens_;
+  cached_tokens_ += s.cached_tokens_;
+  cache_hits_ += s.cache_hits_;
+  first_arrival_ = std::min(first_arrival_, s.first_arrival_);
+  last_finished_ = std::max(last_finished_, s.last_finished_);
+  gaps_.absorb(s.gaps_);
+  emitting_ns_ += s.emitting_ns_;
+  // Per replica: each replica's iterations are one group's.
+  if (kv_.size() < s.kv_.size()) kv_.resize(s.kv_.size());
+  for (size_t r = 0; r < s.kv_.size(); ++r) {
+    kv_[r].used_ns += s.kv_[r].used_ns;
+    kv_[r].ns += s.kv_[r].ns;
+    if (s.kv_[r].total != 0) kv_[r].total = s.kv_[r].total;
+  }
+  kv_limited_ = kv_limited_ || s.kv_limited_;
+  if (busy_.size() < s.busy_.size()) busy_.resize(s.busy_.size());
+  for (size_t r = 0; r < s.busy_.size(); ++r) busy_[r] += s.busy_[r];
+  transfer_bytes_ += s.transfer_bytes_;
+}
+
 void MetricsAccumulator::on_transfer(const TransferRecord& t) {
   transfer_wait_.push_back(to_seconds(t.reserved - t.ready));
   transfer_time_.push_back(to_seconds(t.end - t.reserved));

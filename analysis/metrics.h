@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -113,6 +114,12 @@ class MetricsAccumulator : public Recorder {
   void on_request(const Request& r) override;
   // Adds a KV transfer (disaggregated serving) to the kv_transfer_* metrics.
   void on_transfer(const TransferRecord& t) override;
+
+  // A sharded run's groups of replicas each count into an accumulator of their own (with these
+  // options); absorbing them gives exactly what one accumulator counting every replica gives.
+  bool can_shard() const override { return true; }
+  std::unique_ptr<Recorder> shard() override;
+  void absorb(Recorder& shard) override;
 
   // Every metric over what was recorded so far, in metric_names() order (extra percentiles after
   // their latency's standard ones). Metrics with no data (tpot when no request has more than one

@@ -31,18 +31,31 @@ ProgressLine::ProgressLine(std::ostream& out, int64_t total, bool steps, std::fu
 ProgressLine::~ProgressLine() { stop(); }
 
 void ProgressLine::on_iteration(const IterationRecord& it, std::span<const BatchItem> /*items*/) {
-  iterations_.store(iterations_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  now_.store(it.start, std::memory_order_relaxed);
+  counts_.add_iterations(1, it.start);
 }
 
-void ProgressLine::on_decode_steps(const DecodeSteps& steps) {
-  iterations_.store(iterations_.load(std::memory_order_relaxed) + steps.count,
-                    std::memory_order_relaxed);
-  now_.store(steps.start, std::memory_order_relaxed);
-}
+void ProgressLine::on_decode_steps(const DecodeSteps& steps) { counts_.add_iterations(steps.count, steps.start); }
 
-void ProgressLine::on_request(const Request& /*r*/) {
-  settled_.store(settled_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+void ProgressLine::on_request(const Request& /*r*/) { counts_.add_settled(); }
+
+class ProgressLine::Shard final : public Recorder {
+ public:
+  explicit Shard(Counts& counts) : counts_(counts) {}
+  bool accepts_grouped_decodes() const override { return true; }
+  void on_iteration(const IterationRecord& it, std::span<const BatchItem> /*items*/) override {
+    counts_.add_iterations(1, it.start);
+  }
+  void on_decode_steps(const DecodeSteps& steps) override { counts_.add_iterations(steps.count, steps.start); }
+  void on_request(const Request& /*r*/) override { counts_.add_settled(); }
+
+ private:
+  Counts& counts_;
+};
+
+std::unique_ptr<Recorder> ProgressLine::shard() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  shards_.push_back(std::make_unique<Counts>());
+  return std::make_unique<Shard>(*shards_.back());
 }
 
 void ProgressLine::on_run_end(RunOutcome /*outcome*/, const std::string& /*error*/) { stop(); }
@@ -67,14 +80,21 @@ void ProgressLine::draw_loop() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (!wake_.wait_for(lock, std::chrono::milliseconds(250), [this] { return stopping_; })) {
     const auto now = std::chrono::steady_clock::now();
-    const int64_t iterations = iterations_.load(std::memory_order_relaxed);
+    int64_t iterations = counts_.iterations.load(std::memory_order_relaxed);
+    int64_t settled = counts_.settled.load(std::memory_order_relaxed);
+    Time at = shards_.empty() ? counts_.now.load(std::memory_order_relaxed) : kNever;
+    for (const auto& c : shards_) {
+      iterations += c->iterations.load(std::memory_order_relaxed);
+      settled += c->settled.load(std::memory_order_relaxed);
+      at = std::min(at, c->now.load(std::memory_order_relaxed));
+    }
     const double dt = std::chrono::duration<double>(now - last).count();
     const double rate = dt > 0 ? static_cast<double>(iterations - last_iterations) / dt : 0;
     last = now;
     last_iterations = iterations;
-    const double sim = to_seconds(now_.load(std::memory_order_relaxed));  // unit: one step a second
+    const double sim = to_seconds(at);  // unit: one step a second
     if (total_ <= 0 && total_later_) total_ = total_later_();
-    std::string line = format(sim, steps_, settled_.load(std::memory_order_relaxed), total_, rate,
+    std::string line = format(sim, steps_, settled, total_, rate,
                               std::chrono::duration<double>(now - start).count());
     const size_t length = line.size();
     if (line.size() < drawn_) line += std::string(drawn_ - line.size(), ' ');

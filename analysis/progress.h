@@ -9,10 +9,12 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <ostream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "sim/recorder.h"
 
@@ -31,6 +33,10 @@ class ProgressLine : public Recorder {
   void on_decode_steps(const DecodeSteps& steps) override;
   void on_request(const Request& r) override;
   void on_run_end(RunOutcome outcome, const std::string& error) override;
+  // A split run's groups count on their own; the line shows their sums, at the time of the group
+  // furthest behind.
+  bool can_shard() const override { return true; }
+  std::unique_ptr<Recorder> shard() override;
 
   // The line for these counts: "sim 12.3 s | 450/1000 requests | 1.2M it/s | ETA 3 s".
   static std::string format(double sim_seconds, bool steps, int64_t settled, int64_t total,
@@ -40,12 +46,24 @@ class ProgressLine : public Recorder {
   void draw_loop();
   void stop();
 
+  // What one thread's callbacks count.
+  struct Counts {
+    std::atomic<int64_t> iterations{0}, settled{0};
+    std::atomic<Time> now{0};
+    void add_iterations(int64_t n, Time start) {
+      iterations.store(iterations.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+      now.store(start, std::memory_order_relaxed);
+    }
+    void add_settled() { settled.store(settled.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
+  };
+  class Shard;
+
   std::ostream& out_;
   int64_t total_;  // the drawing thread's, once it runs
   const bool steps_;
   const std::function<int64_t()> total_later_;
-  std::atomic<int64_t> iterations_{0}, settled_{0};
-  std::atomic<Time> now_{0};
+  Counts counts_;
+  std::vector<std::unique_ptr<Counts>> shards_;  // a split run's groups' (under mutex_)
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;

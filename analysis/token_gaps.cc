@@ -101,6 +101,10 @@ std::span<const TokenGaps::Run> TokenGaps::runs() {
   return runs_;
 }
 
+void TokenGaps::absorb(TokenGaps& other) {
+  for (const Run& run : other.runs()) add(run.first, run.second);
+}
+
 void TokenGaps::merge() {
   merge_runs(runs_, merged_, merge_scratch_);  // the runs' old buffer is the next merge's scratch
   merged_ = runs_.size();

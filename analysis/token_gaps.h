@@ -27,6 +27,8 @@ class TokenGaps {
   void add_decode_run(const DecodeDurations& d, int64_t iterations, int64_t n);
   // The runs sorted by gap, one per distinct gap (merging what came since the last time).
   std::span<const Run> runs();
+  // Adds every gap of `other` (a sharded run's group's).
+  void absorb(TokenGaps& other);
 
   static constexpr size_t kMaxTables = 64;
   static constexpr size_t kMaxTableEntries = size_t{1} << 19;  // 4 MiB

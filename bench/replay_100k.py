@@ -6,11 +6,13 @@ measured on, through `sim`, in the four cases of the issue:
     continuous batching with --max-num-batched-tokens 4096, and chunked prefill at 512;
     on 1 and on 8 replicas.
 
-    python3 bench/replay_100k.py [--sim PATH] [--trace CSV] [--log WHAT] [--repeat N] [--set K=V ...]
+    python3 bench/replay_100k.py [--sim PATH] [--trace CSV] [--log WHAT] [--threads N] [--repeat N]
+                                 [--set K=V ...]
 
 (--set leap=false runs every iteration one by one, to see what leaping over repeating decode
 iterations saves; the results are the same. --sim build-pgo/sim/sim times the profile-guided build
-of scripts/build-pgo.sh.)
+of scripts/build-pgo.sh. sim splits the eight replicas over as many threads as the machine runs at
+once unless --threads says otherwise: --threads 1 keeps them on one.)
 
 Prints, per case, the wall time, the CPU time (user + system) and the peak memory (max RSS) of the
 `sim` process, the best of --repeat runs (default 3), the database's size, and how many times
@@ -55,8 +57,10 @@ def db_megabytes(db):
 
 
 def passed_on(a):
-    """The --log and --set arguments given to the benchmark, for sim."""
+    """The --log, --threads and --set arguments given to the benchmark, for sim."""
     extra = ["--log", a.log] if a.log else []
+    if a.threads is not None:
+        extra += ["--threads", str(a.threads)]
     for kv in a.set:
         extra += ["--set", kv]
     return extra
@@ -67,6 +71,7 @@ def main():
     ap.add_argument("--sim", default=os.path.join(ROOT, "build", "sim", "sim"))
     ap.add_argument("--trace", default=os.path.join(ROOT, "..", "shared", "traces", "azure_conv_100k.vidur.csv"))
     ap.add_argument("--log", default=None, help="--log level passed to sim (default: sim's)")
+    ap.add_argument("--threads", type=int, default=None, help="--threads passed to sim (default: sim's)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--set", action="append", default=[], metavar="K=V", help="passed to sim's --set")
     ap.add_argument("--vidur-seconds", type=float, default=151.0,

@@ -79,6 +79,9 @@ po::options_description run_options() {
      "percentiles to store and print beyond the standard 25,50,75,90,95,99, as vLLM bench: 25,50,99.9  [metric_percentiles]")
     ("log", po::value<std::string>()->value_name("WHAT"),
      "rows logged: requests (every request, and per replica a timeline row per simulated second, or per longer bucket for a workload spanning more than 2,000 s: --set log_resolution; the default) | iterations (also every iteration; the default with the unit backend) | summary (runs and metrics only)  [log]")
+    ("threads", po::value<int64_t>()->value_name("N"),
+     "simulate groups of replicas on up to N threads at once, where the run allows it (round robin, independent "
+     "requests, open loop; the results are the same); 0 (the default): as many as the machine runs at once  [threads]")
     ("quiet,q", "no progress line (one is drawn on stderr when it is a terminal)")
     ("help,h", "show this help");
   // clang-format on
@@ -122,7 +125,7 @@ Status apply_flags(const po::variables_map& vm, toml::table& table) {
       {"seed", "seed"}, {"max-num-seqs", "max_num_seqs"},
       {"max-num-batched-tokens", "max_num_batched_tokens"}, {"block-size", "kv.block_size"},
       {"tp", "tp"}, {"replicas", "replicas"}, {"prefill-replicas", "prefill_replicas"},
-      {"decode-replicas", "decode_replicas"}};
+      {"decode-replicas", "decode_replicas"}, {"threads", "threads"}};
   if (vm.count("replicas") != 0 && table.get_as<toml::array>("replicas") != nullptr) {
     return Error{"--replicas " + std::to_string(vm["replicas"].as<int64_t>()) +
                  ": the configuration gives [[replicas]] groups, which it would replace; change the groups' "

@@ -135,6 +135,9 @@ class Policy {
   // batch until every member is done). A streamed run reuses a settled request's memory for the
   // next arrival only when no policy does. Asked once, before the run.
   virtual bool holds_finished_requests() const { return false; }
+  // Whether next_batch asks ReplicaView::more_arrivals_expected(), which only the whole run can
+  // answer: such a run is not split over threads (sim/sharded.h). Asked once, before the run.
+  virtual bool asks_about_arrivals() const { return false; }
 
   // How the replica orders its waiting queue for this policy; asked once, before the run.
   virtual QueueOrder queue_order() const { return QueueOrder::kFcfs; }

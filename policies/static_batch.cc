@@ -30,6 +30,7 @@ class StaticPolicy final : public Policy {
 
   std::string_view name() const override { return "static"; }
   bool holds_finished_requests() const override { return true; }  // members_
+  bool asks_about_arrivals() const override { return true; }      // whether to wait to fill up
 
   toml::table options() const override {
     toml::table t;

@@ -8,6 +8,7 @@
 #include <future>
 #include <cstdio>
 #include <ostream>
+#include <thread>
 
 #include "analysis/batch_log.h"
 #include "analysis/db_recorder.h"
@@ -17,6 +18,7 @@
 #include "policies/registry.h"
 #include "routers/registry.h"
 #include "sim/presets.h"
+#include "sim/sharded.h"
 #include "sim/simulator.h"
 #include "workloads/replay.h"
 #include "workloads/trace_beside.h"
@@ -434,6 +436,9 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
   options.links = std::move(links);
   options.max_concurrency = config.max_concurrency;
   options.leap = config.leap;
+  options.threads = config.threads > 0 ? config.threads
+                    : env.threads > 0  ? env.threads
+                                       : static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
   options.session_affinity = config.session_affinity;
   options.router = std::move(make_router);
   MetricsOptions mo;
@@ -508,7 +513,10 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
   }
   const auto started = std::chrono::steady_clock::now();
   RunResult result;
-  {
+  if (stream != nullptr && ShardedSimulation::possible(options, policies, recorders)) {
+    ShardedSimulation sim(*stream, options, std::move(policies), std::move(backends), std::move(recorders));
+    result = sim.run(env.stop);
+  } else {
     std::unique_ptr<Simulator> sim =
         stream != nullptr ? std::make_unique<Simulator>(*stream, options, std::move(policies),
                                                         std::move(backends), std::move(recorders))

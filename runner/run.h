@@ -56,6 +56,9 @@ struct RunEnvironment {
   // observers, load controls or disaggregation, and its backend prices the batches. false: read
   // first.
   bool read_trace_beside = true;
+  // The threads a run of config.threads = 0 (auto) may simulate on (SimOptions::threads); 0: as
+  // many as the machine runs at once. A sweep's points take 1: its workers use the cores.
+  int32_t threads = 0;
 };
 
 struct RunOutput {

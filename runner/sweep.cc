@@ -304,6 +304,7 @@ std::vector<PointOutcome> run_points(const std::vector<toml::table>& tables,
         env.sweep_id = sweep_id;
         env.workloads = &cache;
         env.stop = stop;
+        env.threads = 1;  // the workers use the cores
         Result<RunOutput> ran = run_configuration(config.value(), env);
         if (!ran.ok()) {
           o.status = "failed";

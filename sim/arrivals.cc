@@ -111,7 +111,12 @@ Request& Simulator::take_arrival() {
   }
   last_streamed_ = spec->arrival;
   Request& r = requests_[slot];
-  init_request(r, *spec, static_cast<int32_t>(streamed_++), static_cast<int32_t>(slot));
+  // The request's number in the run: a group of a split run receives, of every total_replicas_
+  // requests in a row, those of its replicas.
+  const int64_t k = streamed_++;
+  const auto count = static_cast<int64_t>(replicas_.size());
+  const int64_t index = total_replicas_ == 0 ? k : k / count * total_replicas_ + first_replica_ + k % count;
+  init_request(r, *spec, static_cast<int32_t>(index), static_cast<int32_t>(slot));
   look_ahead(1);
   return r;
 }

@@ -223,6 +223,7 @@ Result<RunConfig> resolve_config(toml::table table) {
     }
   }
   c.leap = top.boolean("leap", c.leap);
+  c.threads = static_cast<int32_t>(top.integer("threads", c.threads, 0, 4096));
   if (top.has("metric_percentiles")) {
     Result<std::vector<double>> list = parse_percentile_list(top.string("metric_percentiles", ""));
     if (list.ok()) {
@@ -375,6 +376,7 @@ std::string config_to_toml(const RunConfig& c, const toml::table& policy_options
   if (!c.log.empty()) t.insert("log", c.log);
   if (c.log_resolution != RunConfig{}.log_resolution) t.insert("log_resolution", c.log_resolution);
   if (!c.leap) t.insert("leap", false);
+  if (c.threads != 0) t.insert("threads", c.threads);
   if (!c.metric_percentiles.empty()) {
     std::string list;
     for (double p : c.metric_percentiles) {

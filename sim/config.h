@@ -60,6 +60,11 @@
 //   leap                         --set leap=false         true: group decodes and leap over
 //                                                         repeating decode iterations (roofline;
 //                                                         identical results)
+//   threads                      --threads N              0 (auto): as many as the machine runs at
+//                                                         once (1 for a sweep's points); a run that
+//                                                         can be split by replicas (sim/sharded.h)
+//                                                         simulates groups of them on up to N
+//                                                         threads (identical results)
 // The configuration is immutable once resolved; derived values (KV blocks) live elsewhere.
 #pragma once
 
@@ -142,6 +147,7 @@ struct RunConfig {
   std::string log;                 // summary | requests | iterations; "": by backend (see above)
   double log_resolution = 0;       // seconds per timeline bucket; 0: auto (by the arrivals' span)
   bool leap = true;                // SimOptions::leap
+  int32_t threads = 0;             // SimOptions::threads; 0: auto (RunEnvironment::threads)
   std::vector<double> metric_percentiles;  // as given, in order; empty: none given
 };
 

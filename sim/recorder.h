@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 
@@ -133,6 +134,16 @@ class Recorder {
 
   // Called once at the very end. error is empty unless outcome is kFailed.
   virtual void on_run_end(RunOutcome /*outcome*/, const std::string& /*error*/) {}
+
+  // Split runs (sim/sharded.h) simulate groups of replicas on threads of their own, each group
+  // reporting to recorders of its own. When can_shard(), shard() makes one such recorder, to be
+  // called from that group's thread only; a run with any recorder that cannot is simulated on one
+  // thread. A recorder that made shards gets no other calls until every group has ended (its
+  // shards' on_run_end called); then absorb() takes each shard, in group order, and on_run_end
+  // closes the run.
+  virtual bool can_shard() const { return false; }
+  virtual std::unique_ptr<Recorder> shard() { return nullptr; }
+  virtual void absorb(Recorder& /*shard*/) {}
 };
 
 }  // namespace servesim

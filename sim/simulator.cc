@@ -17,6 +17,8 @@ Simulator::Simulator(const SimOptions& options, std::vector<std::unique_ptr<Poli
       max_model_len_(options.max_model_len),
       default_max_tokens_(options.default_max_tokens) {
   assert(options.replicas >= 1);
+  first_replica_ = options.first_replica;
+  total_replicas_ = options.total_replicas;
   assert(policies.size() == static_cast<size_t>(options.replicas));
   assert(backends.size() == policies.size());
   assert(options.roles.empty() || (options.roles.size() == policies.size() && options.links.size() == policies.size()));
@@ -29,7 +31,7 @@ Simulator::Simulator(const SimOptions& options, std::vector<std::unique_ptr<Poli
     const FreeOrder free_order = policy->kv_free_order();
     if (policy->holds_finished_requests()) reuse_slots_ = false;
     replicas_.push_back(std::make_unique<Replica>(
-        i, options.replica_limits.empty() ? options.limits : options.replica_limits[static_cast<size_t>(i)],
+        options.first_replica + i, options.replica_limits.empty() ? options.limits : options.replica_limits[static_cast<size_t>(i)],
         options.max_model_len,
         BlockManager(options.block_size, blocks, options.prefix_caching, free_order),
         std::move(policy), std::move(backend), recorders_,
@@ -258,9 +260,14 @@ int64_t Simulator::leapt_iterations() const {
   return n;
 }
 
+bool Simulator::stopped(const std::atomic<bool>* stop) const {
+  return (stop != nullptr && stop->load(std::memory_order_relaxed)) ||
+         (halt_ != nullptr && halt_->load(std::memory_order_relaxed));
+}
+
 RunResult Simulator::run(const std::atomic<bool>* stop) {
   while (true) {
-    if (stop != nullptr && stop->load(std::memory_order_relaxed)) {
+    if (stopped(stop)) {
       return finish({RunOutcome::kInterrupted, ""});
     }
     if (!failure_.empty()) return finish({RunOutcome::kFailed, failure_, true});
@@ -301,7 +308,7 @@ RunResult Simulator::run(const std::atomic<bool>* stop) {
       for (int64_t k = 1; has_next_arrival() && next_arrival_time() == now; ++k) {
         arrive(take_arrival(), now);
         // A burst of a million arrivals at one instant still heeds Ctrl-C.
-        if (k % 4096 == 0 && stop != nullptr && stop->load(std::memory_order_relaxed)) {
+        if (k % 4096 == 0 && stopped(stop)) {
           return finish({RunOutcome::kInterrupted, ""});
         }
       }

@@ -84,6 +84,14 @@ struct SimOptions {
     Time latency = 0;
   };
   std::vector<LinkEnd> links;  // per replica, with roles
+  // Threads to simulate on: a run that can be split by replicas (sim/sharded.h) is simulated in
+  // that many groups of replicas at once, with the same results. 1: on the caller's thread.
+  int32_t threads = 1;
+  // One group of a split run (set by ShardedSimulation): this simulator's replicas are the run's
+  // replicas first_replica, first_replica + 1, ... of total_replicas, and its requests those that
+  // round robin sends them, in order; replicas and requests carry the run's numbers (Replica's id,
+  // Request::index). 0: a whole run.
+  int32_t first_replica = 0, total_replicas = 0;
 };
 
 struct RunResult {
@@ -112,6 +120,8 @@ class Simulator {
   // Runs to the end of the workload, or until *stop becomes true (SIGINT). Calls every recorder's
   // on_run_end before returning.
   RunResult run(const std::atomic<bool>* stop = nullptr);
+  // A second flag that stops run() as *stop does (a split run's groups stop when one fails).
+  void halt_with(const std::atomic<bool>* halt) { halt_ = halt; }
 
   const std::deque<Request>& requests() const { return requests_; }
   const Replica& replica(int32_t i) const { return *replicas_[static_cast<size_t>(i)]; }
@@ -150,6 +160,8 @@ class Simulator {
   // and about to start an iteration (see schedule_idle).
   Time horizon(size_t i, Time now);
   RunResult finish(RunResult result);
+  bool stopped(const std::atomic<bool>* stop) const;
+  const std::atomic<bool>* halt_ = nullptr;
 
   std::deque<Request> requests_;  // by slot (a request's index, unless streamed)
   std::vector<std::unique_ptr<Replica>> replicas_;
@@ -204,6 +216,7 @@ class Simulator {
   bool stream_done_ = false;
   Time last_streamed_ = 0;
   int64_t streamed_ = 0;
+  int32_t first_replica_ = 0, total_replicas_ = 0;  // SimOptions'
   // Leaps. With an open loop and no request after several others, a replica receives only the
   // independent arrivals that round robin sends it and the dependent requests that follow its own
   // requests; otherwise anything in flight anywhere may send it a request.

@@ -6,7 +6,10 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "sim/simulator.h"
+#include "workloads/workload.h"
 
 namespace servesim::testing {
 
@@ -88,6 +91,17 @@ min = 1
 max = 4
 )",
 };
+
+// kWorkloads parsed, in order (each must parse).
+inline std::vector<std::vector<RequestSpec>> parse_generated_workloads() {
+  std::vector<std::vector<RequestSpec>> all;
+  for (const char* text : kWorkloads) {
+    Result<Workload> w = parse_workload(text, "generated.toml", std::nullopt);
+    EXPECT_TRUE(w.ok()) << w.error().message;
+    if (w.ok()) all.push_back(w.value().requests);
+  }
+  return all;
+}
 
 // Option variants per policy; every registered policy also runs with its defaults ("").
 inline std::vector<std::string> variants(const std::string& policy) {

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
-#include <sstream>
 #include <tuple>
 
 #include <gtest/gtest.h>
@@ -17,6 +16,7 @@
 #include "policies/registry.h"
 #include "sim/simulator.h"
 #include "routers/registry.h"
+#include "tests/everything_recorder.h"
 #include "tests/generated_workloads.h"
 #include "tests/sim_harness.h"
 #include "workloads/workload.h"
@@ -25,32 +25,6 @@ namespace servesim::testing {
 namespace {
 
 const std::string kData = std::string(SERVESIM_PROJECT_DIR) + "/data/";
-
-// Every iteration (a leap's through the default on_decode_steps) and every settled request.
-class Everything : public Recorder {
- public:
-  bool accepts_grouped_decodes() const override { return true; }
-  void on_iteration(const IterationRecord& it, std::span<const BatchItem> /*items*/) override {
-    iterations.push_back(it);
-  }
-  void on_request(const Request& r) override {
-    std::ostringstream out;
-    out << r.id() << " replica " << r.replica << " status " << static_cast<int>(r.status) << " arrival "
-        << r.arrival << " due " << r.due << " scheduled " << r.scheduled << " first " << r.first_token
-        << " last " << r.last_token << " finished " << r.finished << " output " << r.num_output
-        << " preemptions " << r.preemptions << " cached " << r.cached_tokens << " cause "
-        << static_cast<int>(r.cause);
-    requests.push_back(out.str());
-  }
-  std::vector<IterationRecord> iterations;
-  std::vector<std::string> requests;
-};
-
-auto key(const IterationRecord& r) {
-  return std::tie(r.replica, r.step, r.start, r.duration, r.num_seqs, r.emitted, r.prefill_tokens,
-                  r.decode_tokens, r.kv_blocks_used, r.kv_blocks_total, r.predicted, r.waiting,
-                  r.preempted);
-}
 
 struct Outcome {
   RunResult result;
@@ -90,12 +64,7 @@ Outcome simulate(const std::vector<RequestSpec>& specs, const PolicyInfo& policy
 
 // The generated workloads, and the first with some requests following two others.
 std::vector<std::vector<RequestSpec>> workloads() {
-  std::vector<std::vector<RequestSpec>> all;
-  for (const char* text : kWorkloads) {
-    Result<Workload> w = parse_workload(text, "leap.toml", std::nullopt);
-    EXPECT_TRUE(w.ok()) << w.error().message;
-    all.push_back(w.value().requests);
-  }
+  std::vector<std::vector<RequestSpec>> all = parse_generated_workloads();
   std::vector<RequestSpec> dag = all.front();
   for (size_t i = 10; i < dag.size(); i += 10) {
     dag[i].after = {static_cast<int32_t>(i - 3), static_cast<int32_t>(i - 7)};
@@ -117,7 +86,7 @@ void expect_leaps_as_it_steps(const std::vector<RequestSpec>& specs, const Polic
   ASSERT_EQ(leaping.requests, stepped.requests);
   ASSERT_EQ(leaping.iterations.size(), stepped.iterations.size());
   for (size_t i = 0; i < stepped.iterations.size(); ++i) {
-    ASSERT_TRUE(key(leaping.iterations[i]) == key(stepped.iterations[i]))
+    ASSERT_TRUE(iteration_key(leaping.iterations[i]) == iteration_key(stepped.iterations[i]))
         << "replica " << stepped.iterations[i].replica << " step " << stepped.iterations[i].step;
   }
 }
@@ -154,7 +123,7 @@ TEST_P(Leap, GivesExactlyTheResultsOfSteppingEveryIteration) {
         ASSERT_EQ(leaping.requests, stepped.requests);
         ASSERT_EQ(leaping.iterations.size(), stepped.iterations.size());
         for (size_t i = 0; i < stepped.iterations.size(); ++i) {
-          ASSERT_TRUE(key(leaping.iterations[i]) == key(stepped.iterations[i]))
+          ASSERT_TRUE(iteration_key(leaping.iterations[i]) == iteration_key(stepped.iterations[i]))
               << "replica " << stepped.iterations[i].replica << " step " << stepped.iterations[i].step;
         }
         ASSERT_EQ(leaping.metrics.size(), stepped.metrics.size());
