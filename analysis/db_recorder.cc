@@ -259,7 +259,10 @@ void DbRecorder::hand_over(Source& s) {
   }
   std::unique_lock<std::mutex> lock(mutex_);
   if (!writer_.joinable()) writer_ = std::thread([this] { writer_loop(); });
-  changed_.wait(lock, [&s] { return s.handed.size() < kChunksAhead; });
+  // A split run's groups share the backlog: the writer's work left at the end stays as short.
+  const size_t givers = std::max<size_t>(1, sources_.size() - 1);
+  const size_t ahead = std::max<size_t>(1, kChunksAhead / givers);
+  changed_.wait(lock, [&s, ahead] { return s.handed.size() < ahead; });
   s.handed.push_back(std::move(s.chunk));
   s.chunk = spare_.empty() ? Chunk{} : std::move(spare_.back());  // a written chunk's buffers, back
   if (!spare_.empty()) spare_.pop_back();

@@ -81,7 +81,8 @@ po::options_description run_options() {
      "rows logged: requests (every request, and per replica a timeline row per simulated second, or per longer bucket for a workload spanning more than 2,000 s: --set log_resolution; the default) | iterations (also every iteration; the default with the unit backend) | summary (runs and metrics only)  [log]")
     ("threads", po::value<int64_t>()->value_name("N"),
      "simulate groups of replicas on up to N threads at once, where the run allows it (round robin, independent "
-     "requests, open loop; the results are the same); 0 (the default): as many as the machine runs at once  [threads]")
+     "requests, open loop; the results are the same); 0 (the default): as many as the machine runs at once, less one "
+     "for the database writer when rows are written  [threads]")
     ("quiet,q", "no progress line (one is drawn on stderr when it is a terminal)")
     ("help,h", "show this help");
   // clang-format on

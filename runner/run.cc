@@ -436,9 +436,6 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
   options.links = std::move(links);
   options.max_concurrency = config.max_concurrency;
   options.leap = config.leap;
-  options.threads = config.threads > 0 ? config.threads
-                    : env.threads > 0  ? env.threads
-                                       : static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
   options.session_affinity = config.session_affinity;
   options.router = std::move(make_router);
   MetricsOptions mo;
@@ -478,6 +475,13 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
                          : !config.log.empty()    ? parse_log_level(config.log)
                          : first.counts_steps()   ? LogLevel::kIterations
                                                   : LogLevel::kRequests;
+  // Auto: a thread per core, but for the writer's when rows are written (its thread is busy too:
+  // on two cores, two groups and the writer take longer than one group beside the writer).
+  const int32_t cores = static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
+  options.threads = config.threads > 0 ? config.threads
+                    : env.threads > 0  ? env.threads
+                    : level >= LogLevel::kRequests ? std::max(1, cores - 1)
+                                                   : cores;
   // The measuring backends share the connection with a BatchLog: their rows are written inline.
   std::optional<DbRecorder> writing;
   if (beside != nullptr) {

@@ -57,7 +57,8 @@ struct RunEnvironment {
   // first.
   bool read_trace_beside = true;
   // The threads a run of config.threads = 0 (auto) may simulate on (SimOptions::threads); 0: as
-  // many as the machine runs at once. A sweep's points take 1: its workers use the cores.
+  // many as the machine runs at once, less one for the writer's when rows are written. A sweep's
+  // points take 1: its workers use the cores.
   int32_t threads = 0;
 };
 

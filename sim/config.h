@@ -61,10 +61,11 @@
 //                                                         repeating decode iterations (roofline;
 //                                                         identical results)
 //   threads                      --threads N              0 (auto): as many as the machine runs at
-//                                                         once (1 for a sweep's points); a run that
-//                                                         can be split by replicas (sim/sharded.h)
-//                                                         simulates groups of them on up to N
-//                                                         threads (identical results)
+//                                                         once, less one for the writer's when rows
+//                                                         are written (1 for a sweep's points); a
+//                                                         run that can be split by replicas
+//                                                         (sim/sharded.h) simulates groups of them
+//                                                         on up to N threads (identical results)
 // The configuration is immutable once resolved; derived values (KV blocks) live elsewhere.
 #pragma once
 

@@ -9,28 +9,28 @@
 
 namespace servesim {
 
-// One group's stream: its queue of the shared stream's requests.
+// One group's stream: its queue of the shared stream's requests, which it takes whole into a
+// queue of its own when that is empty, so that it locks once for many requests.
 class StreamSplitter::Part final : public RequestStream {
  public:
   Part(StreamSplitter& splitter, size_t group) : splitter_(splitter), group_(group) {}
 
   bool next(RequestSpec& spec) override {
-    std::unique_lock<std::mutex> lock(splitter_.mutex_);
-    if (!take(lock)) return false;
-    spec = std::move(copies_.front());
-    copies_.pop_front();
+    if (own_copies_.empty() && !take()) return false;
+    spec = std::move(own_copies_.front());
+    own_copies_.pop_front();
     return true;
   }
   const RequestSpec* next_in_place() override {
-    std::unique_lock<std::mutex> lock(splitter_.mutex_);
-    if (!take(lock)) return nullptr;
-    const RequestSpec* spec = places_.front();
-    places_.pop_front();
+    if (own_places_.empty() && !take()) return nullptr;
+    const RequestSpec* spec = own_places_.front();
+    own_places_.pop_front();
     return spec;
   }
   bool gives_in_place() const override { return splitter_.in_place_; }
   const std::string& error() const override { return error_; }
 
+  // Under the splitter's lock:
   size_t queued() const { return splitter_.in_place_ ? places_.size() : copies_.size(); }
   void add(const RequestSpec* spec, RequestSpec&& copy) {
     if (splitter_.in_place_) {
@@ -41,22 +41,25 @@ class StreamSplitter::Part final : public RequestStream {
   }
 
  private:
-  // Whether a request waits in the queue (reading for it if need be); else error_ says why not,
-  // if the stream failed. Under the lock.
-  bool take(std::unique_lock<std::mutex>& lock) {
+  // Takes the queue (reading for it if need be); false when nothing is left, and then error_
+  // says why, if the stream failed.
+  bool take() {
+    std::unique_lock<std::mutex> lock(splitter_.mutex_);
     if (queued() == 0) splitter_.read_for(group_, lock);
     if (queued() == 0) {
       error_ = splitter_.error_;
       return false;
     }
-    splitter_.taken_.notify_all();  // room in this queue, for a group waiting to add to it
+    places_.swap(own_places_);
+    copies_.swap(own_copies_);
+    splitter_.taken_.notify_all();  // room in the queue, for a group waiting to add to it
     return true;
   }
 
   StreamSplitter& splitter_;
   const size_t group_;
-  std::deque<const RequestSpec*> places_;  // in place
-  std::deque<RequestSpec> copies_;         // else
+  std::deque<const RequestSpec*> places_, own_places_;  // in place
+  std::deque<RequestSpec> copies_, own_copies_;         // else
   std::string error_;
 };
 
@@ -76,7 +79,7 @@ void StreamSplitter::stop() {
 
 void StreamSplitter::read_for(size_t group, std::unique_lock<std::mutex>& lock) {
   RequestSpec copy;
-  while (parts_[group]->queued() == 0 && !ended_) {
+  while (parts_[group]->queued() < kBatch && !ended_) {
     const RequestSpec* spec = nullptr;
     if (in_place_) {
       spec = source_.next_in_place();

@@ -31,14 +31,16 @@
 namespace servesim {
 
 // One stream read by several groups of a split run: the k-th request goes to the group holding
-// replica k mod replicas. Each group's part() gives its requests in order; a group reading ahead
-// keeps the others' in their queues (copies, unless the stream gives its requests in place). A
-// queue holds at most kAhead requests: the group that would add another waits until its owner
-// takes some, so memory follows the gap between the groups, not the workload. The order the
-// simulator checks (arrivals non-decreasing, within the horizon, no parents) is checked here for
-// the whole stream, with the simulator's message.
+// replica k mod replicas. Each group's part() gives its requests in order; a group reading reads
+// until it has kBatch of its own, and keeps the others' in their queues (copies, unless the stream
+// gives its requests in place), which each takes whole when it needs more. A queue holds at most
+// kAhead requests: the group that would add another waits until its owner takes them, so memory
+// follows the gap between the groups, not the workload. The order the simulator checks (arrivals
+// non-decreasing, within the horizon, no parents) is checked here for the whole stream, with the
+// simulator's message.
 class StreamSplitter {
  public:
+  static constexpr size_t kBatch = 64;
   static constexpr size_t kAhead = size_t{1} << 16;
 
   // group_of: per replica, its group (0 .. groups - 1). REQUIRES: source outlives this.
