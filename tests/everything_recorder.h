@@ -4,12 +4,15 @@
 // It shards (sim/sharded.h): a split run's groups each fill one, absorbed in group order.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "sim/recorder.h"
 
@@ -53,10 +56,40 @@ class Everything : public Recorder {
   std::atomic<bool>* stop_ = nullptr;
 };
 
-// Every field of an iteration's record, to compare.
+// Every field of an iteration's record, to compare (with_groups: the decode group's too, which a
+// run stepping every iteration lists as items instead).
 inline auto iteration_key(const IterationRecord& r) {
   return std::tie(r.replica, r.step, r.start, r.duration, r.num_seqs, r.emitted, r.prefill_tokens,
                   r.decode_tokens, r.kv_blocks_used, r.kv_blocks_total, r.predicted, r.waiting, r.preempted);
+}
+
+// Puts what an Everything gathered in an order to compare: iterations by (replica, step), the
+// requests' lines sorted.
+inline void sort_report(std::vector<IterationRecord>& iterations, std::vector<std::string>& requests) {
+  std::sort(iterations.begin(), iterations.end(),
+            [](const auto& a, const auto& b) { return std::tie(a.replica, a.step) < std::tie(b.replica, b.step); });
+  std::sort(requests.begin(), requests.end());
+}
+
+// Fails, at the first difference, unless two runs' outcomes (each with sorted `requests` and
+// `iterations`, and `metrics`) are the same.
+template <typename Outcome>
+void expect_same_report(const Outcome& got, const Outcome& want, bool with_groups) {
+  ASSERT_EQ(got.requests, want.requests);
+  ASSERT_EQ(got.iterations.size(), want.iterations.size());
+  for (size_t i = 0; i < want.iterations.size(); ++i) {
+    const IterationRecord& a = got.iterations[i];
+    const IterationRecord& b = want.iterations[i];
+    ASSERT_TRUE(iteration_key(a) == iteration_key(b)) << "replica " << b.replica << " step " << b.step;
+    if (with_groups) {
+      ASSERT_TRUE(a.grouped == b.grouped && a.group_gap == b.group_gap) << "replica " << b.replica << " step " << b.step;
+    }
+  }
+  ASSERT_EQ(got.metrics.size(), want.metrics.size());
+  for (size_t i = 0; i < want.metrics.size(); ++i) {
+    EXPECT_EQ(got.metrics[i].name, want.metrics[i].name);
+    EXPECT_EQ(got.metrics[i].value, want.metrics[i].value) << want.metrics[i].name;
+  }
 }
 
 }  // namespace servesim::testing

@@ -52,10 +52,8 @@ Outcome simulate(const std::vector<RequestSpec>& specs, const PolicyInfo& policy
   Outcome out;
   out.result = sim.run();
   out.iterations = std::move(everything.iterations);
-  std::sort(out.iterations.begin(), out.iterations.end(),
-            [](const auto& a, const auto& b) { return std::tie(a.replica, a.step) < std::tie(b.replica, b.step); });
   out.requests = std::move(everything.requests);
-  std::sort(out.requests.begin(), out.requests.end());
+  sort_report(out.iterations, out.requests);
   out.metrics = metrics.compute();
   out.leapt = sim.leapt_iterations();
   out.past_arrivals = sim.arrivals_leapt_past();
@@ -83,12 +81,7 @@ void expect_leaps_as_it_steps(const std::vector<RequestSpec>& specs, const Polic
   ASSERT_EQ(stepped.result.outcome, RunOutcome::kDone) << stepped.result.error;
   ASSERT_EQ(leaping.result.outcome, RunOutcome::kDone) << leaping.result.error;
   leapt += leaping.leapt;
-  ASSERT_EQ(leaping.requests, stepped.requests);
-  ASSERT_EQ(leaping.iterations.size(), stepped.iterations.size());
-  for (size_t i = 0; i < stepped.iterations.size(); ++i) {
-    ASSERT_TRUE(iteration_key(leaping.iterations[i]) == iteration_key(stepped.iterations[i]))
-        << "replica " << stepped.iterations[i].replica << " step " << stepped.iterations[i].step;
-  }
+  expect_same_report(leaping, stepped, /*with_groups=*/false);
 }
 
 class Leap : public ::testing::TestWithParam<std::string> {};
@@ -120,17 +113,8 @@ TEST_P(Leap, GivesExactlyTheResultsOfSteppingEveryIteration) {
           if (it.grouped > 0 && it.preempted > 0) ++beside_preemptions;
         }
 
-        ASSERT_EQ(leaping.requests, stepped.requests);
-        ASSERT_EQ(leaping.iterations.size(), stepped.iterations.size());
-        for (size_t i = 0; i < stepped.iterations.size(); ++i) {
-          ASSERT_TRUE(iteration_key(leaping.iterations[i]) == iteration_key(stepped.iterations[i]))
-              << "replica " << stepped.iterations[i].replica << " step " << stepped.iterations[i].step;
-        }
-        ASSERT_EQ(leaping.metrics.size(), stepped.metrics.size());
-        for (size_t i = 0; i < stepped.metrics.size(); ++i) {
-          EXPECT_EQ(leaping.metrics[i].name, stepped.metrics[i].name);
-          EXPECT_EQ(leaping.metrics[i].value, stepped.metrics[i].value) << stepped.metrics[i].name;
-        }
+        expect_same_report(leaping, stepped, /*with_groups=*/false);
+        if (HasFatalFailure()) return;
       }
     }
   }

@@ -10,8 +10,6 @@
 namespace servesim::testing {
 namespace {
 
-using ShardedCli = Cli;
-
 // Every table a run writes, with the columns that do not name the run.
 const std::vector<std::pair<std::string, std::string>> kTables = {
     {"requests", "id, replica, arrival, scheduled, first_token, finished, prompt_tokens, output_tokens, "
@@ -22,6 +20,23 @@ const std::vector<std::pair<std::string, std::string>> kTables = {
                    "kv_blocks_total, predicted"},
     {"metrics", "name, value"},
     {"distributions", "metric, quantile, value"}};
+
+class ShardedCli : public Cli {
+ protected:
+  // Runs 1 and 2 wrote the same rows (runs of --log requests write no iterations rows).
+  void expect_same_rows(bool iterations) const {
+    for (const auto& [table, columns] : kTables) {
+      if (table == "iterations" && !iterations) continue;
+      SCOPED_TRACE(table);
+      const std::string count = "SELECT count(*) FROM " + table + " WHERE run_id = ";
+      EXPECT_NE(query(count + "1"), "0");
+      EXPECT_EQ(query(count + "1"), query(count + "2"));
+      const std::string one = "SELECT " + columns + " FROM " + table + " WHERE run_id = 1";
+      const std::string two = "SELECT " + columns + " FROM " + table + " WHERE run_id = 2";
+      EXPECT_EQ(query("SELECT count(*) FROM (" + one + " EXCEPT " + two + ")"), "0");
+    }
+  }
+};
 
 TEST_F(ShardedCli, WritesTheRowsOfOneThreadInTheSameOrderEveryTime) {
   const std::vector<std::string> args = {"--trace", "pareto.toml", "--num-prompts", "300", "--replicas", "3",
@@ -34,15 +49,7 @@ TEST_F(ShardedCli, WritesTheRowsOfOneThreadInTheSameOrderEveryTime) {
     const auto ran = sim(a);
     ASSERT_EQ(ran.status, 0) << ran.output;
   }
-  for (const auto& [table, columns] : kTables) {
-    SCOPED_TRACE(table);
-    const std::string count = "SELECT count(*) FROM " + table + " WHERE run_id = ";
-    EXPECT_NE(query(count + "1"), "0");
-    EXPECT_EQ(query(count + "1"), query(count + "2"));
-    const std::string one = "SELECT " + columns + " FROM " + table + " WHERE run_id = 1";
-    const std::string two = "SELECT " + columns + " FROM " + table + " WHERE run_id = 2";
-    EXPECT_EQ(query("SELECT count(*) FROM (" + one + " EXCEPT " + two + ")"), "0");
-  }
+  expect_same_rows(/*iterations=*/true);
   // The split runs' rows go in in one order (the groups' chunks in turn).
   const std::string order = "SELECT group_concat(id) FROM (SELECT id FROM requests WHERE run_id = %d ORDER BY rowid)";
   EXPECT_EQ(query(std::string(order).replace(order.find("%d"), 2, "2")),
@@ -72,15 +79,21 @@ TEST_F(ShardedCli, ATraceReadBesideTheRunSplitsToo) {
   }
   EXPECT_EQ(query("SELECT count(*) FROM requests WHERE run_id = 2"), "2500");
   EXPECT_EQ(query("SELECT min(start / bucket) FROM timeline WHERE bucket > 0 AND run_id = 2"), "2.0");
-  for (const auto& [table, columns] : kTables) {
-    if (table == "iterations") continue;  // not logged
-    SCOPED_TRACE(table);
-    const std::string one = "SELECT " + columns + " FROM " + table + " WHERE run_id = 1";
-    const std::string two = "SELECT " + columns + " FROM " + table + " WHERE run_id = 2";
-    EXPECT_EQ(query("SELECT count(*) FROM " + table + " WHERE run_id = 1"),
-              query("SELECT count(*) FROM " + table + " WHERE run_id = 2"));
-    EXPECT_EQ(query("SELECT count(*) FROM (" + one + " EXCEPT " + two + ")"), "0");
+  expect_same_rows(/*iterations=*/false);
+}
+
+// Mixed hardware: groups of replicas with their own GPUs and limits, split across the groups' seam.
+TEST_F(ShardedCli, MixedHardwareSplitsToo) {
+  write("mixed.toml",
+        "trace = 'pareto.toml'\nnum_prompts = 400\npolicy.name = 'chunked-prefill'\n"
+        "[[replicas]]\ncount = 2\nhardware = 'h100-sxm'\nmax_num_batched_tokens = 1024\n"
+        "[[replicas]]\ncount = 3\nhardware = 'a100-80gb'\nmax_num_seqs = 32\n");
+  for (const char* threads : {"1", "2"}) {
+    const auto ran = sim({"--config", "mixed.toml", "--threads", threads});
+    ASSERT_EQ(ran.status, 0) << ran.output;
   }
+  EXPECT_EQ(query("SELECT count(DISTINCT replica) FROM requests WHERE run_id = 2"), "5");
+  expect_same_rows(/*iterations=*/false);
 }
 
 TEST_F(ShardedCli, BadThreadsAreRefused) {

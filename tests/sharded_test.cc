@@ -22,11 +22,6 @@
 namespace servesim::testing {
 namespace {
 
-// Every field, with the decode group's.
-auto key(const IterationRecord& r) {
-  return std::tuple_cat(iteration_key(r), std::tie(r.grouped, r.group_gap));
-}
-
 struct Outcome {
   RunResult result;
   std::vector<IterationRecord> iterations;  // by (replica, step)
@@ -70,10 +65,8 @@ Outcome simulate(const std::vector<RequestSpec>& specs, const PolicyInfo& policy
     out.groups = sim.groups();
   }
   out.iterations = std::move(everything.iterations);
-  std::sort(out.iterations.begin(), out.iterations.end(),
-            [](const auto& a, const auto& b) { return std::tie(a.replica, a.step) < std::tie(b.replica, b.step); });
   out.requests = std::move(everything.requests);
-  std::sort(out.requests.begin(), out.requests.end());
+  sort_report(out.iterations, out.requests);
   out.metrics = metrics.compute();
   return out;
 }
@@ -90,17 +83,7 @@ std::vector<std::vector<RequestSpec>> independent_workloads() {
 void expect_same(const Outcome& split, const Outcome& one) {
   ASSERT_EQ(one.result.outcome, RunOutcome::kDone) << one.result.error;
   ASSERT_EQ(split.result.outcome, RunOutcome::kDone) << split.result.error;
-  ASSERT_EQ(split.requests, one.requests);
-  ASSERT_EQ(split.iterations.size(), one.iterations.size());
-  for (size_t i = 0; i < one.iterations.size(); ++i) {
-    ASSERT_TRUE(key(split.iterations[i]) == key(one.iterations[i]))
-        << "replica " << one.iterations[i].replica << " step " << one.iterations[i].step;
-  }
-  ASSERT_EQ(split.metrics.size(), one.metrics.size());
-  for (size_t i = 0; i < one.metrics.size(); ++i) {
-    EXPECT_EQ(split.metrics[i].name, one.metrics[i].name);
-    EXPECT_EQ(split.metrics[i].value, one.metrics[i].value) << one.metrics[i].name;
-  }
+  expect_same_report(split, one, /*with_groups=*/true);
 }
 
 class Sharded : public ::testing::TestWithParam<std::string> {};
