@@ -51,7 +51,7 @@ class StreamSplitter {
 
  private:
   class Part;
-  // Reads the source until `group`'s queue holds a request or the source ends. Under mutex_.
+  // Reads the source until `group`'s queue holds kBatch requests or the source ends. Under mutex_.
   void read_for(size_t group, std::unique_lock<std::mutex>& lock);
 
   RequestStream& source_;
@@ -59,7 +59,7 @@ class StreamSplitter {
   const std::vector<int32_t> group_of_;
   std::vector<std::unique_ptr<Part>> parts_;
   std::mutex mutex_;
-  std::condition_variable taken_;  // a part took a request (room in its queue)
+  std::condition_variable taken_;  // a part took its queue (room in it)
   int64_t read_ = 0;               // requests read from the source
   Time last_ = 0;                  // the last one's arrival
   bool ended_ = false;             // the source gave its last, failed, or stop()
