@@ -192,6 +192,7 @@ RunResult ShardedSimulation::run(const std::atomic<bool>* stop) {
   }
   for (std::thread& t : threads) t.join();
   RunResult result;
+  // A group halted because another failed reports an interruption: the failure is the run's.
   for (const Group& group : groups_) {
     if (group.result.outcome == RunOutcome::kFailed) {
       result = group.result;
@@ -199,24 +200,11 @@ RunResult ShardedSimulation::run(const std::atomic<bool>* stop) {
     }
     if (group.result.outcome == RunOutcome::kInterrupted) result = group.result;
   }
-  // A group halted because another failed reports an interruption: the failure is the run's.
   for (size_t i = 0; i < recorders_.size(); ++i) {
     for (Group& group : groups_) recorders_[i]->absorb(*group.recorders[i]);
   }
   for (Recorder* r : recorders_) r->on_run_end(result.outcome, result.error);
   return result;
-}
-
-int64_t ShardedSimulation::leapt_iterations() const {
-  int64_t n = 0;
-  for (const Group& group : groups_) n += group.sim->leapt_iterations();
-  return n;
-}
-
-int64_t ShardedSimulation::arrivals_leapt_past() const {
-  int64_t n = 0;
-  for (const Group& group : groups_) n += group.sim->arrivals_leapt_past();
-  return n;
 }
 
 }  // namespace servesim

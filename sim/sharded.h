@@ -83,8 +83,6 @@ class ShardedSimulation {
   RunResult run(const std::atomic<bool>* stop = nullptr);
 
   int32_t groups() const { return static_cast<int32_t>(groups_.size()); }
-  int64_t leapt_iterations() const;
-  int64_t arrivals_leapt_past() const;
 
  private:
   struct Group {
