@@ -1,9 +1,29 @@
 #include "analysis/backlog.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <limits>
 
+#include "analysis/radix_sort.h"
+
 namespace servesim {
+
+bool interval_before(const std::pair<double, double>& a, const std::pair<double, double>& b) {
+  const uint64_t ka = double_order_key(a.first), kb = double_order_key(b.first);
+  return ka != kb ? ka < kb : a.second < b.second;
+}
+
+void sort_intervals(std::vector<std::pair<double, double>>& intervals) {
+  // By due time in linear passes, then the few that share one by finish time.
+  std::vector<std::pair<double, double>> scratch;
+  radix_sort(intervals.data(), intervals.size(), scratch,
+             [](const std::pair<double, double>& i) { return double_order_key(i.first); });
+  for (auto tie = intervals.begin(); tie != intervals.end();) {
+    const auto end = std::find_if(tie + 1, intervals.end(), [&](const auto& i) { return i.first != tie->first; });
+    if (end - tie > 1) std::sort(tie, end, interval_before);
+    tie = end;
+  }
+}
 
 BacklogTrend backlog_trend(std::span<const std::pair<double, double>> intervals) {
   BacklogTrend t;

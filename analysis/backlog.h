@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <span>
 #include <utility>
+#include <vector>
 
 namespace servesim {
 
@@ -30,6 +31,12 @@ struct BacklogTrend {
   double share() const { return arrivals > 0 ? growth / arrivals : 0; }
   bool overloaded = false;
 };
+
+// The order backlog_trend's sums take the intervals in, so that its result does not depend on the
+// order requests settled in: by due time, then finish time (as pairs compare; no NaN).
+bool interval_before(const std::pair<double, double>& a, const std::pair<double, double>& b);
+// Sorts intervals in that order, in place.
+void sort_intervals(std::vector<std::pair<double, double>>& intervals);
 
 // The trend of outstanding requests from (due, finished) times in seconds (finished = inf for a
 // request that never finished), as described above.

@@ -52,12 +52,19 @@ double exact_mean(std::span<const double> values) {
   return std::ldexp(static_cast<double>(sum), -64) / static_cast<double>(values.size());
 }
 
-// add_sorted_distribution of values (any order; sorted in place), unless values is empty.
-void add_distribution(std::vector<Metric>& out, std::vector<QuantilePoint>* quantiles,
-                      std::string_view name, std::vector<double>& values, std::span<const double> percentiles) {
-  if (values.empty()) return;
+void sort_sample(std::vector<double>& values) {
   std::vector<double> scratch;
   radix_sort(values.data(), values.size(), scratch, [](double v) { return double_order_key(v); });  // inlined
+}
+
+bool sample_before(double a, double b) { return double_order_key(a) < double_order_key(b); }
+
+// add_sorted_distribution of values (sorted in place unless they are), unless values is empty.
+void add_distribution(std::vector<Metric>& out, std::vector<QuantilePoint>* quantiles,
+                      std::string_view name, std::vector<double>& values, std::span<const double> percentiles,
+                      bool sorted) {
+  if (values.empty()) return;
+  if (!sorted) sort_sample(values);
   auto at = [&](int64_t r) { return values[static_cast<size_t>(r)]; };
   auto sum_sq_dev = [&](double mean) {
     double s = 0;

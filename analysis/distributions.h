@@ -16,11 +16,17 @@ namespace servesim {
 // bits, so that it does not depend on their order.
 double exact_mean(std::span<const double> values);
 
+// Sorts a sample in place, ascending (-0 before +0; no NaN).
+void sort_sample(std::vector<double>& values);
+// Whether a comes before b in sort_sample's order.
+bool sample_before(double a, double b);
+
 // Appends name_mean, name_std (numpy's, ddof 0) and name_pX for each of `percentiles` (ascending)
-// of values, which are sorted in place, and with `quantiles` each point of the quantile grid;
-// nothing when values is empty.
+// of values, which are sorted in place unless `sorted` says they are already (sort_sample's
+// order), and with `quantiles` each point of the quantile grid; nothing when values is empty.
 void add_distribution(std::vector<Metric>& out, std::vector<QuantilePoint>* quantiles,
-                      std::string_view name, std::vector<double>& values, std::span<const double> percentiles);
+                      std::string_view name, std::vector<double>& values, std::span<const double> percentiles,
+                      bool sorted = false);
 
 // The same for the inter-token gaps ("itl"), given as runs of (gap in ns, count), one per distinct
 // gap, ascending.

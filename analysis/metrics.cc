@@ -18,6 +18,27 @@ namespace {
 // other distributions from this many requests (below, not worth a thread).
 constexpr size_t kBacklogBesideMin = size_t{1} << 14;
 
+// Merges the sorted parts of v, part p ending at parts[p][kind] (the last at v's end), into one
+// sorted whole, in place: pairs of neighbours at a time, so each value moves about log2(parts) times.
+template <typename T, size_t N, typename Before>
+void merge_parts(std::vector<T>& v, const std::vector<std::array<size_t, N>>& parts, size_t kind, Before before) {
+  std::vector<size_t> ends;
+  for (const auto& part : parts) ends.push_back(part[kind]);
+  assert(!ends.empty() && ends.back() == v.size());
+  while (ends.size() > 1) {
+    std::vector<size_t> merged;
+    size_t begin = 0;
+    for (size_t i = 0; i < ends.size(); i += 2) {
+      const size_t end = ends[std::min(i + 1, ends.size() - 1)];
+      const auto at = [&v](size_t k) { return v.begin() + static_cast<std::ptrdiff_t>(k); };
+      if (i + 1 < ends.size()) std::inplace_merge(at(begin), at(ends[i]), at(end), before);
+      merged.push_back(end);
+      begin = end;
+    }
+    ends.swap(merged);
+  }
+}
+
 // clang-format off
 constexpr auto kLatencies = std::to_array<std::string_view>({"ttft", "tpot", "itl", "e2el", "queue"});
 
@@ -152,6 +173,7 @@ void MetricsAccumulator::on_decode_steps(const DecodeSteps& steps) {
 }
 
 void MetricsAccumulator::on_request(const Request& r) {
+  sorted_parts_.clear();  // the samples grow in no order
   preemptions_ += r.preemptions;
   if (r.status == RequestStatus::kRejected) {
     ++rejected_;
@@ -198,7 +220,21 @@ void MetricsAccumulator::on_request(const Request& r) {
 std::unique_ptr<Recorder> MetricsAccumulator::shard() {
   MetricsOptions options = options_;
   options.expected_requests = 0;  // a share of them: the samples grow as they come
-  return std::make_unique<MetricsAccumulator>(std::move(options));
+  auto shard = std::make_unique<MetricsAccumulator>(std::move(options));
+  shard->shard_ = true;
+  return shard;
+}
+
+std::array<size_t, MetricsAccumulator::kSorted> MetricsAccumulator::sample_sizes() const {
+  return {outstanding_.size(), ttft_.size(), tpot_.size(), e2el_.size(), queue_.size()};
+}
+
+void MetricsAccumulator::on_run_end(RunOutcome /*outcome*/, const std::string& /*error*/) {
+  if (!shard_) return;  // the whole run's: compute() sorts, on as many threads as it may
+  sort_intervals(outstanding_);
+  for (std::vector<double>* sample : {&ttft_, &tpot_, &e2el_, &queue_}) sort_sample(*sample);
+  sorted_parts_.assign(1, sample_sizes());
+  (void)gaps_.runs();  // merged
 }
 
 void MetricsAccumulator::absorb(Recorder& recorder) {
@@ -210,7 +246,24 @@ void MetricsAccumulator::absorb(Recorder& recorder) {
   iterations_ += s.iterations_;
   good_ += s.good_;
   for (int c = 0; c < kNumRejectCauses; ++c) rejected_by_cause_[c] += s.rejected_by_cause_[c];
-  const auto append = [](auto& to, const auto& from) { to.insert(to.end(), from.begin(), from.end()); };
+  // Sorted parts stay so, after those already here (if any).
+  const std::array<size_t, kSorted> before = sample_sizes();
+  if ((sorted_parts_.empty() && before != std::array<size_t, kSorted>{}) || s.sorted_parts_.empty()) {
+    sorted_parts_.clear();
+  } else {
+    for (std::array<size_t, kSorted> part : s.sorted_parts_) {
+      for (size_t k = 0; k < kSorted; ++k) part[k] += before[k];
+      sorted_parts_.push_back(part);
+    }
+  }
+  // The first shard's samples are taken whole (no copy), the others' appended.
+  const auto append = [](auto& to, auto& from) {
+    if (to.empty()) {
+      to.swap(from);
+    } else {
+      to.insert(to.end(), from.begin(), from.end());
+    }
+  };
   append(outstanding_, s.outstanding_);
   append(ttft_, s.ttft_);
   append(tpot_, s.tpot_);
@@ -282,16 +335,27 @@ std::vector<Metric> MetricsAccumulator::compute(std::vector<QuantilePoint>* quan
   // second thread sorts every request's due and finish times for the backlog test, then takes
   // TTFT and TPOT, beside ITL, E2EL and queue here; each side's lines are kept apart and appended
   // in the order one thread gives (none touches another's sample).
+  // Samples made of sorted parts (a sharded run's) are merged, which costs less than sorting.
+  const bool parts = !sorted_parts_.empty();
+  const auto merge_in_parts = [&](std::vector<double>& sample, size_t kind) {
+    if (parts) merge_parts(sample, sorted_parts_, kind, sample_before);
+  };
   BacklogTrend trend;
-  const auto backlog = [this, &trend] {
+  const auto backlog = [&] {
     // In a fixed order: the trend's sums must not depend on the order requests settled in.
-    std::sort(outstanding_.begin(), outstanding_.end());
+    if (parts) {
+      merge_parts(outstanding_, sorted_parts_, 0, interval_before);
+    } else {
+      sort_intervals(outstanding_);
+    }
     trend = backlog_trend(outstanding_);
   };
   DistributionLines first(quantiles != nullptr), rest(quantiles != nullptr);
   const auto add_first = [&] {
-    add_distribution(first.metrics(), first.quantiles(), "ttft", ttft_, percentiles);
-    add_distribution(first.metrics(), first.quantiles(), "tpot", tpot_, percentiles);
+    merge_in_parts(ttft_, 1);
+    add_distribution(first.metrics(), first.quantiles(), "ttft", ttft_, percentiles, parts);
+    merge_in_parts(tpot_, 2);
+    add_distribution(first.metrics(), first.quantiles(), "tpot", tpot_, percentiles, parts);
   };
   std::jthread beside;
   if (outstanding_.size() >= kBacklogBesideMin) {
@@ -308,8 +372,10 @@ std::vector<Metric> MetricsAccumulator::compute(std::vector<QuantilePoint>* quan
   // The ITL runs, merged in place (one run per distinct gap, in order): no copy of what may be
   // millions of runs.
   add_gap_distribution(rest.metrics(), rest.quantiles(), gaps_.runs(), percentiles);
-  add_distribution(rest.metrics(), rest.quantiles(), "e2el", e2el_, percentiles);
-  add_distribution(rest.metrics(), rest.quantiles(), "queue", queue_, percentiles);
+  merge_in_parts(e2el_, 3);
+  add_distribution(rest.metrics(), rest.quantiles(), "e2el", e2el_, percentiles, parts);
+  merge_in_parts(queue_, 4);
+  add_distribution(rest.metrics(), rest.quantiles(), "queue", queue_, percentiles, parts);
   if (!alone) beside.join();
   first.append_to(out, quantiles);
   rest.append_to(out, quantiles);
@@ -336,6 +402,7 @@ std::vector<Metric> MetricsAccumulator::compute(std::vector<QuantilePoint>* quan
     out.push_back({"prefix_request_hit_rate", static_cast<double>(cache_hits_) / static_cast<double>(completed_)});
   }
   if (alone) backlog();
+  sorted_parts_.assign(1, sample_sizes());  // each sample is sorted now
   if (trend.known) {
     out.push_back({"overloaded", trend.overloaded ? 1.0 : 0.0});
     out.push_back({"backlog_growth", trend.growth});

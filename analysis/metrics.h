@@ -7,6 +7,7 @@
 // numbers. All times in metrics are seconds (with the unit backend, one second is one iteration).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -116,10 +117,14 @@ class MetricsAccumulator : public Recorder {
   void on_transfer(const TransferRecord& t) override;
 
   // A sharded run's groups of replicas each count into an accumulator of their own (with these
-  // options); absorbing them gives exactly what one accumulator counting every replica gives.
+  // options); absorbing them (which takes their samples) gives exactly what one accumulator
+  // counting every replica gives.
   bool can_shard() const override { return true; }
   std::unique_ptr<Recorder> shard() override;
   void absorb(Recorder& shard) override;
+  // A shard sorts its samples and merges its gaps when its group ends, on the group's thread, so
+  // that absorbing it (and compute()) merges sorted parts rather than sorting the whole.
+  void on_run_end(RunOutcome outcome, const std::string& error) override;
 
   // Every metric over what was recorded so far, in metric_names() order (extra percentiles after
   // their latency's standard ones). Metrics with no data (tpot when no request has more than one
@@ -138,12 +143,20 @@ class MetricsAccumulator : public Recorder {
   int64_t completed_ = 0, rejected_ = 0, capped_ = 0, preemptions_ = 0, iterations_ = 0;
   int64_t good_ = 0;  // completed within every SLO
   int64_t rejected_by_cause_[kNumRejectCauses] = {};
+  static constexpr size_t kSorted = 5;  // the samples that may be in sorted parts (below)
+  std::array<size_t, kSorted> sample_sizes() const;
+
+  bool shard_ = false;
   // The samples (their order carries nothing, and compute() sorts them in place):
   mutable std::vector<std::pair<double, double>> outstanding_;  // (due, finished) of sent requests, s
   int64_t input_tokens_ = 0, output_tokens_ = 0;
   int64_t cached_tokens_ = 0, cache_hits_ = 0;  // prompt tokens from the prefix cache; requests with any
   Time first_arrival_ = kNever, last_finished_ = -1;
   mutable std::vector<double> ttft_, tpot_, e2el_, queue_;  // seconds, one per completed request
+  // When the samples above are made of sorted parts (a sharded run's groups', each sorted when its
+  // group ended), where each part ends in each, in the order outstanding_, ttft_, tpot_, e2el_,
+  // queue_; empty when they are in no known order.
+  mutable std::vector<std::array<size_t, kSorted>> sorted_parts_;
   // Merging the runs changes no value, so compute() may, being const.
   mutable TokenGaps gaps_;
   Wide emitting_ns_ = 0;                            // sum of emitted * duration (ns)

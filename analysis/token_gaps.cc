@@ -20,10 +20,9 @@ constexpr size_t kMergeSlack = 4096;
 // first: the runs take what they hold, and the scratch is given back.
 constexpr size_t kRoomyRuns = size_t{1} << 20;
 
-// runs[0, sorted) holds one run per distinct gap, in order; sorts the rest and merges it in.
-void merge_runs(std::vector<GapRun>& runs, size_t sorted, std::vector<GapRun>& scratch) {
-  radix_sort(runs.data() + sorted, runs.size() - sorted, scratch,
-             [](const GapRun& r) { return static_cast<uint64_t>(r.first); });
+// runs[0, sorted) holds one run per distinct gap, in order, and so does the rest (sorted by gap, at
+// least); merges them into one run per gap.
+void merge_sorted_runs(std::vector<GapRun>& runs, size_t sorted, std::vector<GapRun>& scratch) {
   scratch.clear();
   // Room for the runs added until the next merge (TokenGaps::add), so that they move no more.
   scratch.reserve(runs.size() <= kRoomyRuns ? 2 * runs.size() + kMergeSlack + 1 : runs.size());
@@ -37,6 +36,13 @@ void merge_runs(std::vector<GapRun>& runs, size_t sorted, std::vector<GapRun>& s
     }
   }
   runs.swap(scratch);
+}
+
+// runs[0, sorted) holds one run per distinct gap, in order; sorts the rest and merges it in.
+void merge_runs(std::vector<GapRun>& runs, size_t sorted, std::vector<GapRun>& scratch) {
+  radix_sort(runs.data() + sorted, runs.size() - sorted, scratch,
+             [](const GapRun& r) { return static_cast<uint64_t>(r.first); });
+  merge_sorted_runs(runs, sorted, scratch);
 }
 
 }  // namespace
@@ -102,12 +108,28 @@ std::span<const TokenGaps::Run> TokenGaps::runs() {
 }
 
 void TokenGaps::absorb(TokenGaps& other) {
-  for (const Run& run : other.runs()) add(run.first, run.second);
+  // Both merged (the other's already, when its group ended), then one merge of the two in order;
+  // the first's runs are taken whole.
+  const std::span<const Run> theirs = other.runs();
+  const size_t ours = runs().size();
+  if (ours == 0) {
+    runs_.swap(other.runs_);
+    other.merged_ = other.runs_.size();
+    return settle_merge();
+  }
+  runs_.insert(runs_.end(), theirs.begin(), theirs.end());
+  merge_sorted_runs(runs_, ours, merge_scratch_);
+  settle_merge();
 }
 
 void TokenGaps::merge() {
-  merge_runs(runs_, merged_, merge_scratch_);  // the runs' old buffer is the next merge's scratch
+  merge_runs(runs_, merged_, merge_scratch_);
+  settle_merge();
+}
+
+void TokenGaps::settle_merge() {
   merged_ = runs_.size();
+  // The runs' old buffer is the next merge's scratch, while small.
   if (merge_scratch_.capacity() > kRoomyRuns) std::vector<Run>().swap(merge_scratch_);
 }
 

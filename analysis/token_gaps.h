@@ -27,7 +27,9 @@ class TokenGaps {
   void add_decode_run(const DecodeDurations& d, int64_t iterations, int64_t n);
   // The runs sorted by gap, one per distinct gap (merging what came since the last time).
   std::span<const Run> runs();
-  // Adds every gap of `other` (a sharded run's group's).
+  // Adds every gap of `other` (a sharded run's group's, which is left without them), merging both
+  // first (runs()): a linear merge, which costs little when the other merged its own runs on its
+  // group's thread.
   void absorb(TokenGaps& other);
 
   static constexpr size_t kMaxTables = 64;
@@ -35,6 +37,7 @@ class TokenGaps {
 
  private:
   void merge();
+  void settle_merge();  // after a merge: everything is merged; the scratch is kept while small
   void fold_tables();  // the tables' counts into runs_
 
   std::vector<Run> runs_;

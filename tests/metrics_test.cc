@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <limits>
 #include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -267,6 +269,100 @@ TEST(MetricsAccumulator, BacklogMetricsAreTheTrendOfTheSortedIntervals) {
     EXPECT_EQ(m.at("overloaded"), want.overloaded ? 1.0 : 0.0) << n;
     EXPECT_EQ(m.at("backlog_growth"), want.growth) << n;
     EXPECT_EQ(m.at("backlog_growth_share"), want.share()) << n;
+  }
+}
+
+// sort_intervals orders as pairs compare, ties in due time (and never-finished requests) included,
+// on both sides of its radix sort's threshold.
+TEST(SortIntervals, OrdersAsPairsCompare) {
+  for (int n : {0, 1, 300, 5000}) {
+    std::vector<std::pair<double, double>> intervals;
+    uint64_t x = 0x2545F4914F6CDD1DULL + static_cast<uint64_t>(n);
+    for (int i = 0; i < n; ++i) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      const double due = static_cast<double>(x % 97) * 0.25;  // many ties
+      const double fin = x % 11 == 0 ? std::numeric_limits<double>::infinity() : due + static_cast<double>(x % 1013);
+      intervals.emplace_back(due, fin);
+    }
+    std::vector<std::pair<double, double>> want = intervals;
+    std::sort(want.begin(), want.end());
+    sort_intervals(intervals);
+    EXPECT_EQ(intervals, want) << n;
+  }
+}
+
+// A sharded run's accumulators, each sorting its samples when its group ends (or not: a shard
+// that did not end is merged unsorted), absorbed in turn, give exactly the metrics and quantiles
+// of one accumulator that saw everything; so does computing twice, and counting more after.
+TEST(MetricsAccumulator, AbsorbedShardsGiveExactlyTheWholeRunsMetrics) {
+  const MetricsOptions options{.percentiles = {99.9, 12.5}};
+  for (int shards : {1, 2, 3, 5}) {
+    for (bool all_ended : {true, false}) {
+      MetricsAccumulator whole(options), parent(options);
+      std::vector<std::unique_ptr<Recorder>> parts;
+      for (int k = 0; k < shards; ++k) parts.push_back(parent.shard());
+      std::deque<Request> requests;
+      std::deque<RequestSpec> specs;
+      uint64_t x = 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(shards);
+      const auto next = [&x] { return x ^= x << 13, x ^= x >> 7, x ^= x << 17; };
+      for (int i = 0; i < 30'000; ++i) {
+        const auto k = static_cast<size_t>(next() % static_cast<uint64_t>(shards));
+        // An iteration whose items' gaps repeat (many ties), then a request that finished.
+        IterationRecord it;
+        it.replica = static_cast<int32_t>(k);
+        it.duration = 1000 + static_cast<Time>(next() % 5000);
+        std::vector<BatchItem> items(1 + next() % 3);
+        for (BatchItem& item : items) {
+          item.emitted = true;
+          item.token_gap = static_cast<Time>(next() % 400) * 1000;
+        }
+        it.num_seqs = it.emitted = static_cast<int32_t>(items.size());
+        whole.on_iteration(it, items);
+        parts[k]->on_iteration(it, items);
+        specs.push_back({"r" + std::to_string(i), 0, 1, 1, 0, 0});
+        Request& r = requests.emplace_back();
+        r.spec = &specs.back();
+        r.status = RequestStatus::kDone;
+        r.replica = static_cast<int16_t>(k);
+        r.arrival = static_cast<Time>(i / 3) * 1'000'000;  // ties in due time
+        r.scheduled = r.arrival + static_cast<Time>(next() % 50) * 1'000;
+        r.first_token = r.scheduled + static_cast<Time>(next() % 700) * 1'000;
+        r.num_output = 1 + static_cast<int32_t>(next() % 9);
+        r.finished = r.first_token + static_cast<Time>(next() % 3000) * 1'000;
+        whole.on_request(r);
+        parts[k]->on_request(r);
+      }
+      for (size_t k = 0; k < parts.size(); ++k) {
+        if (all_ended || k % 2 == 0) parts[k]->on_run_end(RunOutcome::kDone, "");
+      }
+      for (const auto& part : parts) parent.absorb(*part);
+      std::vector<QuantilePoint> want_q, got_q;
+      const std::vector<Metric> want = whole.compute(&want_q);
+      const auto same = [&](const std::vector<Metric>& got, const std::string& when) {
+        ASSERT_EQ(got.size(), want.size()) << when;
+        for (size_t i = 0; i < got.size(); ++i) {
+          EXPECT_EQ(got[i].name, want[i].name) << when;
+          EXPECT_EQ(got[i].value, want[i].value) << when << ": " << got[i].name;
+        }
+      };
+      const std::string what = std::to_string(shards) + " shards" + (all_ended ? "" : ", some unsorted");
+      same(parent.compute(&got_q), what);
+      ASSERT_EQ(got_q.size(), want_q.size());
+      for (size_t i = 0; i < got_q.size(); ++i) {
+        EXPECT_EQ(got_q[i].metric, want_q[i].metric);
+        EXPECT_EQ(got_q[i].value, want_q[i].value) << what << ": " << got_q[i].metric << " at " << got_q[i].quantile;
+      }
+      same(parent.compute(), what + ", computed again");
+      // One more request, to both: the samples are in no order again.
+      Request late = requests.front();
+      late.finished += 123'456'789;
+      whole.on_request(late);
+      parent.on_request(late);
+      const std::vector<Metric> want_late = whole.compute();
+      const std::vector<Metric> got_late = parent.compute();
+      ASSERT_EQ(got_late.size(), want_late.size());
+      for (size_t i = 0; i < got_late.size(); ++i) EXPECT_EQ(got_late[i].value, want_late[i].value) << got_late[i].name;
+    }
   }
 }
 
