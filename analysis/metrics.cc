@@ -8,6 +8,7 @@
 #include <iterator>
 #include <system_error>
 #include <thread>
+#include <type_traits>
 
 #include "analysis/distributions.h"
 
@@ -256,13 +257,15 @@ void MetricsAccumulator::absorb(Recorder& recorder) {
       sorted_parts_.push_back(part);
     }
   }
-  // The first shard's samples are taken whole (no copy), the others' appended.
+  // The first shard's samples are taken whole (no copy), the others' appended and given back at
+  // once, one sample at a time, so that no more than one is held twice.
   const auto append = [](auto& to, auto& from) {
     if (to.empty()) {
       to.swap(from);
     } else {
       to.insert(to.end(), from.begin(), from.end());
     }
+    std::remove_reference_t<decltype(from)>().swap(from);
   };
   append(outstanding_, s.outstanding_);
   append(ttft_, s.ttft_);

@@ -114,10 +114,12 @@ void TokenGaps::absorb(TokenGaps& other) {
   const size_t ours = runs().size();
   if (ours == 0) {
     runs_.swap(other.runs_);
-    other.merged_ = other.runs_.size();
+    other.merged_ = 0;
     return settle_merge();
   }
   runs_.insert(runs_.end(), theirs.begin(), theirs.end());
+  std::vector<Run>().swap(other.runs_);  // given back at once
+  other.merged_ = 0;
   merge_sorted_runs(runs_, ours, merge_scratch_);
   settle_merge();
 }
