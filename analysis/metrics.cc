@@ -8,7 +8,6 @@
 #include <iterator>
 #include <system_error>
 #include <thread>
-#include <type_traits>
 
 #include "analysis/distributions.h"
 
@@ -174,7 +173,6 @@ void MetricsAccumulator::on_decode_steps(const DecodeSteps& steps) {
 }
 
 void MetricsAccumulator::on_request(const Request& r) {
-  sorted_parts_.clear();  // the samples grow in no order
   preemptions_ += r.preemptions;
   if (r.status == RequestStatus::kRejected) {
     ++rejected_;
@@ -216,83 +214,6 @@ void MetricsAccumulator::on_request(const Request& r) {
       (options_.slo_e2el <= 0 || e2el <= options_.slo_e2el)) {
     ++good_;
   }
-}
-
-std::unique_ptr<Recorder> MetricsAccumulator::shard() {
-  MetricsOptions options = options_;
-  options.expected_requests = 0;  // a share of them: the samples grow as they come
-  auto shard = std::make_unique<MetricsAccumulator>(std::move(options));
-  shard->shard_ = true;
-  return shard;
-}
-
-std::array<size_t, MetricsAccumulator::kSorted> MetricsAccumulator::sample_sizes() const {
-  return {outstanding_.size(), ttft_.size(), tpot_.size(), e2el_.size(), queue_.size()};
-}
-
-void MetricsAccumulator::on_run_end(RunOutcome /*outcome*/, const std::string& /*error*/) {
-  if (!shard_) return;  // the whole run's: compute() sorts, on as many threads as it may
-  sort_intervals(outstanding_);
-  for (std::vector<double>* sample : {&ttft_, &tpot_, &e2el_, &queue_}) sort_sample(*sample);
-  sorted_parts_.assign(1, sample_sizes());
-  (void)gaps_.runs();  // merged
-}
-
-void MetricsAccumulator::absorb(Recorder& recorder) {
-  auto& s = dynamic_cast<MetricsAccumulator&>(recorder);
-  completed_ += s.completed_;
-  rejected_ += s.rejected_;
-  capped_ += s.capped_;
-  preemptions_ += s.preemptions_;
-  iterations_ += s.iterations_;
-  good_ += s.good_;
-  for (int c = 0; c < kNumRejectCauses; ++c) rejected_by_cause_[c] += s.rejected_by_cause_[c];
-  // Sorted parts stay so, after those already here (if any).
-  const std::array<size_t, kSorted> before = sample_sizes();
-  if ((sorted_parts_.empty() && before != std::array<size_t, kSorted>{}) || s.sorted_parts_.empty()) {
-    sorted_parts_.clear();
-  } else {
-    for (std::array<size_t, kSorted> part : s.sorted_parts_) {
-      for (size_t k = 0; k < kSorted; ++k) part[k] += before[k];
-      sorted_parts_.push_back(part);
-    }
-  }
-  // The first shard's samples are taken whole (no copy), the others' appended and given back at
-  // once, one sample at a time, so that no more than one is held twice.
-  const auto append = [](auto& to, auto& from) {
-    if (to.empty()) {
-      to.swap(from);
-    } else {
-      to.insert(to.end(), from.begin(), from.end());
-    }
-    std::remove_reference_t<decltype(from)>().swap(from);
-  };
-  append(outstanding_, s.outstanding_);
-  append(ttft_, s.ttft_);
-  append(tpot_, s.tpot_);
-  append(e2el_, s.e2el_);
-  append(queue_, s.queue_);
-  append(transfer_wait_, s.transfer_wait_);
-  append(transfer_time_, s.transfer_time_);
-  input_tokens_ += s.input_tokens_;
-  output_tokens_ += s.output_tokens_;
-  cached_tokens_ += s.cached_tokens_;
-  cache_hits_ += s.cache_hits_;
-  first_arrival_ = std::min(first_arrival_, s.first_arrival_);
-  last_finished_ = std::max(last_finished_, s.last_finished_);
-  gaps_.absorb(s.gaps_);
-  emitting_ns_ += s.emitting_ns_;
-  // Per replica: each replica's iterations are one group's.
-  if (kv_.size() < s.kv_.size()) kv_.resize(s.kv_.size());
-  for (size_t r = 0; r < s.kv_.size(); ++r) {
-    kv_[r].used_ns += s.kv_[r].used_ns;
-    kv_[r].ns += s.kv_[r].ns;
-    if (s.kv_[r].total != 0) kv_[r].total = s.kv_[r].total;
-  }
-  kv_limited_ = kv_limited_ || s.kv_limited_;
-  if (busy_.size() < s.busy_.size()) busy_.resize(s.busy_.size());
-  for (size_t r = 0; r < s.busy_.size(); ++r) busy_[r] += s.busy_[r];
-  transfer_bytes_ += s.transfer_bytes_;
 }
 
 void MetricsAccumulator::on_transfer(const TransferRecord& t) {
@@ -339,7 +260,7 @@ std::vector<Metric> MetricsAccumulator::compute(std::vector<QuantilePoint>* quan
   // TTFT and TPOT, beside ITL, E2EL and queue here; each side's lines are kept apart and appended
   // in the order one thread gives (none touches another's sample).
   // Samples made of sorted parts (a sharded run's) are merged, which costs less than sorting.
-  const bool parts = !sorted_parts_.empty();
+  const bool parts = in_sorted_parts();
   const auto merge_in_parts = [&](std::vector<double>& sample, size_t kind) {
     if (parts) merge_parts(sample, sorted_parts_, kind, sample_before);
   };

@@ -145,6 +145,8 @@ class MetricsAccumulator : public Recorder {
   int64_t rejected_by_cause_[kNumRejectCauses] = {};
   static constexpr size_t kSorted = 5;  // the samples that may be in sorted parts (below)
   std::array<size_t, kSorted> sample_sizes() const;
+  // Whether the samples are made of the sorted parts sorted_parts_ describes, nothing added since.
+  bool in_sorted_parts() const;
 
   bool shard_ = false;
   // The samples (their order carries nothing, and compute() sorts them in place):
@@ -154,8 +156,9 @@ class MetricsAccumulator : public Recorder {
   Time first_arrival_ = kNever, last_finished_ = -1;
   mutable std::vector<double> ttft_, tpot_, e2el_, queue_;  // seconds, one per completed request
   // When the samples above are made of sorted parts (a sharded run's groups', each sorted when its
-  // group ended), where each part ends in each, in the order outstanding_, ttft_, tpot_, e2el_,
-  // queue_; empty when they are in no known order.
+  // group ended, or all of one after compute()), where each part ends in each, in the order
+  // outstanding_, ttft_, tpot_, e2el_, queue_. Samples added since make them unknown again
+  // (in_sorted_parts()).
   mutable std::vector<std::array<size_t, kSorted>> sorted_parts_;
   // Merging the runs changes no value, so compute() may, being const.
   mutable TokenGaps gaps_;
