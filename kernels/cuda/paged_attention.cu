@@ -49,8 +49,11 @@ __global__ void __launch_bounds__(kThreads)
   const int s = lo;
   const int q_len = cu_seqlens_q[s + 1] - cu_seqlens_q[s];
   const int pos = context_lens[s] - q_len + (t - cu_seqlens_q[s]);
+  // Partition `part` covers kPartitionSize positions from its start, and the last one every
+  // position to the query's own: with one partition (a batch that fills the device without
+  // splitting) that is the whole context, not its first kPartitionSize positions.
   const int start = part * static_cast<int>(kPartitionSize);
-  const int stop = min(pos + 1, start + static_cast<int>(kPartitionSize));
+  const int stop = part == parts - 1 ? pos + 1 : min(pos + 1, start + static_cast<int>(kPartitionSize));
   const int kvh = h / (heads / kv_heads);
   const int32_t* table = block_tables + s * max_blocks_per_seq;
 

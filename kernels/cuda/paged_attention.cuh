@@ -2,7 +2,8 @@
 // chunks and decodes. One thread block per (query token, head, partition): its warps walk the
 // partition's cache positions with an online softmax in float32. Long contexts are split into
 // partitions of kPartitionSize positions whose partial results are merged by a second kernel,
-// so a small decode batch still fills the device.
+// so a small decode batch still fills the device; the last partition runs to the query's
+// position, so one partition covers the whole context.
 #pragma once
 
 #include <cstddef>
