@@ -141,6 +141,11 @@ std::string uri_path(const std::string& path) {
   return out;
 }
 
+Status check_synchronous(const std::string& mode) {
+  if (mode == "off" || mode == "normal" || mode == "full") return Ok{};
+  return Error{"synchronous: expected off, normal or full, got \"" + mode + "\""};
+}
+
 }  // namespace
 
 std::string this_host() {
@@ -162,7 +167,8 @@ std::string utc_now_iso8601() {
   return buf;
 }
 
-Result<std::unique_ptr<Database>> Database::open(const std::string& path) {
+Result<std::unique_ptr<Database>> Database::open(const std::string& path, const std::string& synchronous) {
+  if (Status s = check_synchronous(synchronous); !s.ok()) return s.error();
   std::error_code ec;
   // Whether this call creates the file: decided by an exclusive create, so that of several
   // processes opening a new database at once (parallel runs into one file) exactly one owns it.
@@ -208,13 +214,16 @@ Result<std::unique_ptr<Database>> Database::open(const std::string& path) {
   // Changing the journal mode takes no busy handler: while another process sets the file up, wait
   // for it here, as the busy timeout would.
   // 16 KiB pages (a new file's; an existing file keeps its own): fewer, fuller B-tree pages for
-  // the many small rows of a run.
-  Status set_up = out->exec("PRAGMA page_size=16384; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
+  // the many small rows of a run. The connection's synchronous first: the switch to WAL (of a file
+  // the last writer left in rollback mode) and a new file's schema are transactions too, which at
+  // SQLite's default (full) wait for the disk four to six times before the run writes a row.
+  const std::string wal = "PRAGMA synchronous=" + synchronous + "; PRAGMA journal_mode=WAL;";
+  Status set_up = out->exec(("PRAGMA page_size=16384; " + wal).c_str());
   for (int tries = 0; !set_up.ok() && tries < 1000; ++tries) {
     const int code = sqlite3_errcode(db);
     if (code != SQLITE_BUSY && code != SQLITE_LOCKED) break;
     ::usleep(10'000);
-    set_up = out->exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
+    set_up = out->exec(wal.c_str());
   }
   if (set_up.ok()) set_up = out->check_schema(/*create=*/true);
   if (!set_up.ok()) {
@@ -267,9 +276,7 @@ Database::~Database() {
 }
 
 Status Database::set_synchronous(const std::string& mode) {
-  if (mode != "off" && mode != "normal" && mode != "full") {
-    return Error{"synchronous: expected off, normal or full, got \"" + mode + "\""};
-  }
+  if (Status s = check_synchronous(mode); !s.ok()) return s;
   return exec(("PRAGMA synchronous=" + mode + ";").c_str());
 }
 

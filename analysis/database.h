@@ -73,11 +73,14 @@ inline constexpr std::string_view kInMemoryDatabase = ":memory:";
 
 class Database {
  public:
-  // Opens or creates the file at path, sets WAL journaling and synchronous=NORMAL, and creates the
-  // schema if absent. A file that is not SQLite, a database of another program (tables but no
-  // `runs`), tables of another shape, or a newer schema version is an Error that says so.
+  // Opens or creates the file at path, sets `synchronous` (off | normal | full, as
+  // set_synchronous) and then WAL journaling, and creates the schema if absent: so that with "off"
+  // neither the switch to WAL (a file the last writer left in rollback mode) nor a new file's
+  // schema waits for the disk. A file that is not SQLite, a database of another program (tables
+  // but no `runs`), tables of another shape, or a newer schema version is an Error that says so.
   // kInMemoryDatabase opens a database held in memory by this connection alone.
-  static Result<std::unique_ptr<Database>> open(const std::string& path);
+  static Result<std::unique_ptr<Database>> open(const std::string& path,
+                                                const std::string& synchronous = "normal");
 
   // Opens an existing database for reading only; never creates a file or the schema, and works on a
   // database another user wrote in a folder or file system this one cannot write (a writer leaves
@@ -97,7 +100,7 @@ class Database {
   Result<int64_t> begin_run(const RunInfo& info);
 
   // How long a write waits for the disk on this connection (PRAGMA synchronous; open() sets
-  // normal): "off" hands the pages to the operating system and goes on, which a crash of the program
+  // what it is given): "off" hands the pages to the operating system and goes on, which a crash of the program
   // cannot hurt but a crash of the operating system or a power cut before they reach the disk may
   // (the newest rows lost, or the file damaged); "normal" waits at each checkpoint; "full" at every
   // commit too. Any other mode is an Error.

@@ -312,7 +312,7 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
   std::unique_ptr<Database> own_db;
   Database* db = env.db;
   if (db == nullptr && beside == nullptr) {  // beside a trace's reading: once it is read (below)
-    Result<std::unique_ptr<Database>> opened = Database::open(config.db);
+    Result<std::unique_ptr<Database>> opened = Database::open(config.db, config.db_sync);
     if (!opened.ok()) return opened.error();
     own_db = std::move(opened).value();
     db = own_db.get();
@@ -389,7 +389,7 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
         stopped_before = true;
       } else if (outcome == TraceReadBeside::Outcome::kRead) {
         if (db == nullptr) {
-          Result<std::unique_ptr<Database>> made = Database::open(config.db);
+          Result<std::unique_ptr<Database>> made = Database::open(config.db, config.db_sync);
           if (made.ok()) {
             own_db = std::move(made).value();
             db = own_db.get();
