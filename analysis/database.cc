@@ -167,7 +167,8 @@ std::string utc_now_iso8601() {
   return buf;
 }
 
-Result<std::unique_ptr<Database>> Database::open(const std::string& path, const std::string& synchronous) {
+Result<std::unique_ptr<Database>> Database::open(const std::string& path,
+                                                  const std::string& synchronous) {
   if (Status s = check_synchronous(synchronous); !s.ok()) return s.error();
   std::error_code ec;
   // Whether this call creates the file: decided by an exclusive create, so that of several

@@ -99,11 +99,11 @@ class Database {
   // Returns the new run's id. Empty strings are stored as NULL.
   Result<int64_t> begin_run(const RunInfo& info);
 
-  // How long a write waits for the disk on this connection (PRAGMA synchronous; open() sets
-  // what it is given): "off" hands the pages to the operating system and goes on, which a crash of the program
-  // cannot hurt but a crash of the operating system or a power cut before they reach the disk may
-  // (the newest rows lost, or the file damaged); "normal" waits at each checkpoint; "full" at every
-  // commit too. Any other mode is an Error.
+  // How long a write waits for the disk on this connection (PRAGMA synchronous; open() sets what
+  // it is given): "off" hands the pages to the operating system and goes on, which a crash of the
+  // program cannot hurt but a crash of the operating system or a power cut before they reach the
+  // disk may (the newest rows lost, or the file damaged); "normal" waits at each checkpoint; "full"
+  // at every commit too. Any other mode is an Error.
   Status set_synchronous(const std::string& mode);
 
   // Runs sql (one or more statements without parameters). Errors carry sqlite's message.

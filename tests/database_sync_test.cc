@@ -32,7 +32,9 @@ const sqlite3_io_methods kCountingMethods = {
     3,
     [](sqlite3_file* f) { return methods(f).xClose(real(f)); },
     [](sqlite3_file* f, void* p, int n, sqlite3_int64 o) { return methods(f).xRead(real(f), p, n, o); },
-    [](sqlite3_file* f, const void* p, int n, sqlite3_int64 o) { return methods(f).xWrite(real(f), p, n, o); },
+    [](sqlite3_file* f, const void* p, int n, sqlite3_int64 o) {
+      return methods(f).xWrite(real(f), p, n, o);
+    },
     [](sqlite3_file* f, sqlite3_int64 n) { return methods(f).xTruncate(real(f), n); },
     [](sqlite3_file* f, int flags) {
       ++g_syncs;
@@ -45,15 +47,20 @@ const sqlite3_io_methods kCountingMethods = {
     [](sqlite3_file* f, int op, void* a) { return methods(f).xFileControl(real(f), op, a); },
     [](sqlite3_file* f) { return methods(f).xSectorSize(real(f)); },
     [](sqlite3_file* f) { return methods(f).xDeviceCharacteristics(real(f)); },
-    [](sqlite3_file* f, int r, int s, int e, void volatile** p) { return methods(f).xShmMap(real(f), r, s, e, p); },
+    [](sqlite3_file* f, int r, int s, int e, void volatile** p) {
+      return methods(f).xShmMap(real(f), r, s, e, p);
+    },
     [](sqlite3_file* f, int o, int n, int flags) { return methods(f).xShmLock(real(f), o, n, flags); },
     [](sqlite3_file* f) { methods(f).xShmBarrier(real(f)); },
     [](sqlite3_file* f, int d) { return methods(f).xShmUnmap(real(f), d); },
-    [](sqlite3_file* f, sqlite3_int64 o, int n, void** p) { return methods(f).xFetch(real(f), o, n, p); },
+    [](sqlite3_file* f, sqlite3_int64 o, int n, void** p) {
+      return methods(f).xFetch(real(f), o, n, p);
+    },
     [](sqlite3_file* f, sqlite3_int64 o, void* p) { return methods(f).xUnfetch(real(f), o, p); },
 };
 
-int counting_open(sqlite3_vfs* /*vfs*/, const char* name, sqlite3_file* file, int flags, int* out_flags) {
+int counting_open(sqlite3_vfs* /*vfs*/, const char* name, sqlite3_file* file, int flags,
+                  int* out_flags) {
   auto* c = reinterpret_cast<CountingFile*>(file);
   c->real = reinterpret_cast<sqlite3_file*>(c + 1);
   const int rc = g_default->xOpen(g_default, name, c->real, flags, out_flags);
@@ -113,7 +120,8 @@ TEST_F(DatabaseSyncTest, NormalAndFullWaitAsAsked) {
 TEST_F(DatabaseSyncTest, AnUnknownModeIsAnError) {
   auto db = Database::open((dir_ / "sim.db").string(), "sometimes");
   ASSERT_FALSE(db.ok());
-  EXPECT_NE(db.error().message.find("expected off, normal or full"), std::string::npos) << db.error().message;
+  EXPECT_NE(db.error().message.find("expected off, normal or full"), std::string::npos)
+      << db.error().message;
   EXPECT_FALSE(fs::exists(dir_ / "sim.db"));
 }
 
