@@ -118,18 +118,17 @@ TEST(AzureTrace, Errors) {
   }
 }
 
-// The full traces of ../shared/traces: every row replays (the load time is measured in bench/ and
+// The full traces shipped in data/workloads: every row replays (the load time is measured in bench/ and
 // reported by whoever changes the reader, not asserted here).
-TEST(AzureTrace, SharedTraces) {
+TEST(AzureTrace, ShippedTraces) {
   struct Trace {
     const char* name;
     size_t rows;
     Time span;
-  } traces[] = {{"AzureLLMInferenceTrace_conv.csv", 19366, 3'501'721'937'000},
-                {"AzureLLMInferenceTrace_code.csv", 8819, 3'435'948'056'000}};
+  } traces[] = {{"azure-conv.csv", 19366, 3'501'721'937'000},
+                {"azure-code.csv", 8819, 3'435'948'056'000}};
   for (const Trace& t : traces) {
-    const std::string path = kSharedTraces + t.name;
-    if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent";
+    const std::string path = kShippedTraces + t.name;
     auto rows = read_azure_trace(azure_options(path));
     ASSERT_TRUE(rows.ok()) << rows.error().message;
     ASSERT_EQ(rows.value().size(), t.rows) << t.name;

@@ -90,11 +90,9 @@ class Cli : public ::testing::Test {
 };
 
 
-// The shared traces beside the checkout (CI copies them there); empty if absent.
-inline std::string shared_trace(const std::string& name) {
-  const std::filesystem::path p =
-      std::filesystem::path(SERVESIM_PROJECT_DIR) / ".." / "shared" / "traces" / name;
-  return std::filesystem::exists(p) ? p.string() : std::string();
+// A real trace shipped with servesim (data/workloads/README.md).
+inline std::string shipped_trace(const std::string& name) {
+  return (std::filesystem::path(SERVESIM_PROJECT_DIR) / "data" / "workloads" / name).string();
 }
 
 }  // namespace servesim::testing

@@ -148,9 +148,8 @@ TEST(MooncakeTrace, Errors) {
 // The full conversation trace: every line replays, and its own block reuse, the fraction of its
 // 512-token blocks whose hash id already appeared in an earlier row (what an unbounded prefix cache
 // keyed by block content could serve; the issue quotes about 37%).
-TEST(MooncakeTrace, SharedConversationTrace) {
-  const std::string path = kSharedTraces + "conversation_trace.jsonl";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent";
+TEST(MooncakeTrace, ShippedConversationTrace) {
+  const std::string path = kShippedTraces + "mooncake-conversation.jsonl";
   auto rows = read_mooncake_trace(mooncake_options(path));
   ASSERT_TRUE(rows.ok()) << rows.error().message;
   ASSERT_EQ(rows.value().size(), 12031u);

@@ -76,13 +76,12 @@ TEST_F(WorkloadsE2e, PrioritySchedulingServesTheInteractiveClassFirst) {
   EXPECT_GT(mean_ttft(2, 1), mean_ttft(1, 1));
 }
 
-TEST_F(WorkloadsE2e, TheSharedTracesReplayWithEveryRequest) {
-  const std::pair<const char*, int> traces[] = {{"AzureLLMInferenceTrace_conv.csv", 19366},
-                                                {"AzureLLMInferenceTrace_code.csv", 8819},
-                                                {"conversation_trace.jsonl", 12031}};
+TEST_F(WorkloadsE2e, TheShippedTracesReplayWithEveryRequest) {
+  const std::pair<const char*, int> traces[] = {{"azure-conv.csv", 19366},
+                                                {"azure-code.csv", 8819},
+                                                {"mooncake-conversation.jsonl", 12031}};
   for (const auto& [name, rows] : traces) {
-    const std::string path = shared_trace(name);
-    if (path.empty()) GTEST_SKIP() << "no ../shared/traces beside the checkout";
+    const std::string path = shipped_trace(name);
     const Outcome o = sim({"--backend", "unit", "--policy", "chunked-prefill", "--trace", path, "--db", "traces.db"});
     ASSERT_EQ(o.status, 0) << name << ": " << o.output;
     EXPECT_EQ(query("SELECT count(*) FROM requests WHERE status = 'finished' AND run_id = "
@@ -93,8 +92,7 @@ TEST_F(WorkloadsE2e, TheSharedTracesReplayWithEveryRequest) {
 }
 
 TEST_F(WorkloadsE2e, MooncakePrefixHitsMatchTheTracesOwnBlockReuse) {
-  const std::string path = shared_trace("conversation_trace.jsonl");
-  if (path.empty()) GTEST_SKIP() << "no ../shared/traces beside the checkout";
+  const std::string path = shipped_trace("mooncake-conversation.jsonl");
   ASSERT_EQ(sim({"--backend", "unit", "--policy", "prefix-cached", "--trace", path}).status, 0);
   // 36.64 % of the trace's 512-token blocks repeat an earlier block (tests/mooncake_trace_test.cc).
   EXPECT_NEAR(metric("prefix_hit_rate"), 0.3664, 0.02);
