@@ -63,7 +63,8 @@ const std::array<TableSchema, 9>& schema() {
        {{"id", "INTEGER PRIMARY KEY", 3}, {"name", "TEXT", 3}, {"kind", "TEXT", 3},
         {"started_at", "TEXT", 3}, {"finished_at", "TEXT", 3}, {"status", "TEXT", 3},
         {"spec", "TEXT", 3}, {"keys", "TEXT", 3}, {"points", "INTEGER", 3},
-        {"answer", "TEXT", 3}, {"host", "TEXT", 3}, {"pid", "INTEGER", 3}},
+        {"answer", "TEXT", 3}, {"host", "TEXT", 3}, {"pid", "INTEGER", 3},
+        {"resumed_at", "TEXT", 7}},
        "", 3, false},
       {"sweep_points",
        {{"sweep_id", "INTEGER", 3}, {"point", "INTEGER", 3}, {"run_id", "INTEGER", 3},
@@ -188,7 +189,9 @@ Result<std::unique_ptr<Database>> Database::open(const std::string& path,
     const auto size = [&](const std::string& p) {
       return std::filesystem::is_regular_file(p, ec) ? std::filesystem::file_size(p, ec) : 0;
     };
-    if (created && size(path) == 0 && size(path + "-wal") == 0) {
+    // A full disk (a storage error) stopped this call's own schema transaction: nothing else was
+    // written, whatever the file's size.
+    if (created && ((size(path) == 0 && size(path + "-wal") == 0) || error.storage)) {
       for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
         if (std::filesystem::is_regular_file(path + suffix, ec)) std::filesystem::remove(path + suffix, ec);
       }
@@ -231,6 +234,7 @@ Result<std::unique_ptr<Database>> Database::open(const std::string& path,
     out.reset();
     return undo(set_up.error());
   }
+  if (!in_memory) out->reserve_ = std::make_unique<DiskReserve>(path);
   return out;
 }
 
@@ -290,7 +294,9 @@ std::string Database::error_message() const {
 
 Status Database::exec(const char* sql) {
   if (sqlite3_exec(db_, sql, nullptr, nullptr, nullptr) != SQLITE_OK) {
-    return Error{error_message()};
+    // A full disk or a file-size limit is a fault of where the rows go, not of what was asked.
+    const int code = sqlite3_errcode(db_) & 0xff;
+    return Error{error_message(), code == SQLITE_FULL || code == SQLITE_IOERR};
   }
   return Ok{};
 }

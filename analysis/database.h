@@ -27,6 +27,7 @@
 #include <string_view>
 #include <utility>
 
+#include "analysis/disk_reserve.h"
 #include "sim/result.h"
 
 namespace servesim {
@@ -50,7 +51,9 @@ namespace servesim {
 // request_id): each request's prompt KV moving from its prefill replica to its decode replica, with
 // when the KV was ready (first token), when the decode replica took blocks for it, when its bytes
 // started moving and when they arrived (seconds).
-inline constexpr int kSchemaVersion = 6;
+// 7: sweeps.resumed_at: when `sim sweep --resume` last took the sweep over (its host and pid then
+// name the resuming process), so that a resume is refused while another process still runs it.
+inline constexpr int kSchemaVersion = 7;
 
 // This machine's host name (gethostname), for runs.host.
 std::string this_host();
@@ -112,6 +115,10 @@ class Database {
   // "PATH: sqlite's latest error message", for Errors.
   std::string error_message() const;
 
+  // Gives back the room a writer keeps beside the file (analysis/disk_reserve.h), for the writes
+  // that record a failure when the disk is full; false when there was none.
+  bool release_reserve() { return reserve_ != nullptr && reserve_->release(); }
+
  private:
   Database(sqlite3* db, std::string path, bool read_only = false)
       : db_(db), path_(std::move(path)), read_only_(read_only) {}
@@ -121,6 +128,7 @@ class Database {
   sqlite3* db_;
   std::string path_;
   bool read_only_;
+  std::unique_ptr<DiskReserve> reserve_;  // writable files only
 };
 
 // The current UTC time as ISO-8601 text with milliseconds, e.g. "2025-01-31T14:03:07.250Z".

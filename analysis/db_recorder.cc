@@ -109,11 +109,19 @@ DbRecorder::~DbRecorder() {
 void DbRecorder::fail(const std::string& what) {
   if (write_error_.empty()) write_error_ = "writing " + what + " to " + db_->error_message();
   failed_.store(true, std::memory_order_relaxed);
-  if (in_transaction_) {
-    in_transaction_ = false;
-    // Keep the rows written before the failure if the database still takes them.
-    if (!db_->exec("COMMIT").ok()) (void)db_->exec("ROLLBACK");
-  }
+  in_transaction_ = false;
+  end_failed_transaction();
+}
+
+void DbRecorder::end_failed_transaction() {
+  sqlite3* h = db_->handle();
+  // A statement that failed holds its transaction until it is reset.
+  for (sqlite3_stmt* s = sqlite3_next_stmt(h, nullptr); s != nullptr; s = sqlite3_next_stmt(h, s)) sqlite3_reset(s);
+  if (sqlite3_get_autocommit(h)) return;
+  // Keep the rows written before the failure if the database still takes them. SQLite keeps a
+  // transaction whose COMMIT failed (a full disk) open: it is rolled back, so that the run's
+  // status is then written on its own (into the room the rolled-back pages leave in the log).
+  if (!db_->exec("COMMIT").ok() || !sqlite3_get_autocommit(h)) (void)db_->exec("ROLLBACK");
 }
 
 void DbRecorder::begin() {
@@ -329,7 +337,23 @@ void DbRecorder::on_run_end(RunOutcome outcome, const std::string& error) {
   final_metrics_ = metrics_.compute(&quantiles);
   drain();
   if (!open()) return;  // not recorded
-  if (!write_error_.empty()) final_metrics_.clear();  // the run failed: no metrics
+  store_last_timeline(own);
+  if (write_error_.empty()) {
+    begin();
+    store_metrics(quantiles);
+  }
+  if (!write_error_.empty()) {
+    end_failed_transaction();
+    write_status("failed", error);
+    return;
+  }
+  write_status(outcome_name(outcome), error);
+  commit();
+  // The last transaction (rows, metrics, status) did not go in: the status, failed, on its own.
+  if (!write_error_.empty()) write_status("failed", error);
+}
+
+void DbRecorder::store_last_timeline(Source& own) {
   TimelineBuckets::Completed last;
   own.timeline.finish(last);  // (a split run's shards wrote theirs)
   if (coarsen_) {
@@ -340,62 +364,63 @@ void DbRecorder::on_run_end(RunOutcome outcome, const std::string& error) {
   rows_.show(std::span<const RunRows::TimelineRow>(last));
   store(RunRows::kTimeline);
   rows_.show_none();
-  if (write_error_.empty()) {
-    begin();
-    // Each row through one prepared statement; the first failure stops the table and is reported.
-    const auto insert_all = [&](const char* sql, const char* table, const auto& rows, const auto& bind) {
-      sqlite3_stmt* s = nullptr;
-      if (!write_error_.empty()) return;
-      if (sqlite3_prepare_v2(db_->handle(), sql, -1, &s, nullptr) != SQLITE_OK) return fail(table);
-      for (const auto& row : rows) {
-        sqlite3_bind_int64(s, 1, run_id_);
-        bind(s, row);
-        if (sqlite3_step(s) != SQLITE_DONE) {
-          fail(table);
-          break;
-        }
-        sqlite3_reset(s);
+}
+
+void DbRecorder::store_metrics(const std::vector<QuantilePoint>& quantiles) {
+  // Each row through one prepared statement; the first failure stops the table and is reported.
+  const auto insert_all = [&](const char* sql, const char* table, const auto& rows, const auto& bind) {
+    sqlite3_stmt* s = nullptr;
+    if (!write_error_.empty()) return;
+    if (sqlite3_prepare_v2(db_->handle(), sql, -1, &s, nullptr) != SQLITE_OK) return fail(table);
+    for (const auto& row : rows) {
+      sqlite3_bind_int64(s, 1, run_id_);
+      bind(s, row);
+      if (sqlite3_step(s) != SQLITE_DONE) {
+        fail(table);
+        break;
       }
-      sqlite3_finalize(s);
-    };
-    insert_all(kInsertMetric, "metrics", final_metrics_, [](sqlite3_stmt* s, const Metric& m) {
-      bind_text(s, 2, m.name);
-      sqlite3_bind_double(s, 3, m.value);
-    });
-    insert_all(kInsertQuantile, "distributions", quantiles, [](sqlite3_stmt* s, const QuantilePoint& q) {
-      bind_text(s, 2, q.metric);
-      sqlite3_bind_double(s, 3, q.quantile);
-      sqlite3_bind_double(s, 4, q.value);
-    });
-  }
-  std::string status = outcome_name(outcome);
-  std::string message = error;
-  if (!write_error_.empty()) {
-    status = "failed";
-    message = message.empty() ? write_error_ : message + "; " + write_error_;
-  }
+      sqlite3_reset(s);
+    }
+    sqlite3_finalize(s);
+  };
+  insert_all(kInsertMetric, "metrics", final_metrics_, [](sqlite3_stmt* s, const Metric& m) {
+    bind_text(s, 2, m.name);
+    sqlite3_bind_double(s, 3, m.value);
+  });
+  insert_all(kInsertQuantile, "distributions", quantiles, [](sqlite3_stmt* s, const QuantilePoint& q) {
+    bind_text(s, 2, q.metric);
+    sqlite3_bind_double(s, 3, q.quantile);
+    sqlite3_bind_double(s, 4, q.value);
+  });
+}
+
+void DbRecorder::write_status(const std::string& status, const std::string& error) {
+  const bool failed = !write_error_.empty();
+  if (failed) final_metrics_.clear();  // the run failed: no metrics
+  const std::string message = !failed ? error : error.empty() ? write_error_ : error + "; " + write_error_;
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   const std::string finished_at = utc_now_iso8601();
   sqlite3_stmt* s = nullptr;
-  if (sqlite3_prepare_v2(db_->handle(), kEndRun, -1, &s, nullptr) != SQLITE_OK) {
-    fail("the run's status");
-  } else {
-    bind_text(s, 1, status);
-    bind_text(s, 2, finished_at);
-    sqlite3_bind_double(s, 3, wall);
-    bind_text_or_null(s, 4, message);
-    sqlite3_bind_null(s, 5);
-    sqlite3_bind_null(s, 6);
-    for (const Metric& m : final_metrics_) {
-      if (m.name == "overloaded") sqlite3_bind_int(s, 5, m.value > 0 ? 1 : 0);
-      if (m.name == "gpus") sqlite3_bind_int64(s, 6, static_cast<sqlite3_int64>(m.value));
-    }
-    sqlite3_bind_int64(s, 7, run_id_);
-    if (sqlite3_step(s) != SQLITE_DONE) fail("the run's status");
-    sqlite3_finalize(s);
+  if (sqlite3_prepare_v2(db_->handle(), kEndRun, -1, &s, nullptr) != SQLITE_OK) return fail("the run's status");
+  bind_text(s, 1, status);
+  bind_text(s, 2, finished_at);
+  sqlite3_bind_double(s, 3, wall);
+  bind_text_or_null(s, 4, message);
+  sqlite3_bind_null(s, 5);
+  sqlite3_bind_null(s, 6);
+  for (const Metric& m : final_metrics_) {
+    if (m.name == "overloaded") sqlite3_bind_int(s, 5, m.value > 0 ? 1 : 0);
+    if (m.name == "gpus") sqlite3_bind_int64(s, 6, static_cast<sqlite3_int64>(m.value));
   }
-  commit();
+  sqlite3_bind_int64(s, 7, run_id_);
+  int rc = sqlite3_step(s);
+  if (rc == SQLITE_FULL && db_->release_reserve()) {  // the room kept for this (analysis/disk_reserve.h)
+    sqlite3_reset(s);
+    rc = sqlite3_step(s);
+  }
+  if (rc != SQLITE_DONE) fail("the run's status");
+  sqlite3_finalize(s);
 }
 
 }  // namespace servesim

@@ -106,6 +106,8 @@ class DbRecorder : public Recorder {
  private:
   // Records the first failure and stops writing.
   void fail(const std::string& what);
+  // Ends a transaction a failed write left open (resetting the connection's statements first).
+  void end_failed_transaction();
   // Whether there is a database to write to, calling open_ the first time.
   bool open();
   void begin();
@@ -117,6 +119,11 @@ class DbRecorder : public Recorder {
 
   struct Chunk;
   struct Source;
+  // The stages of on_run_end: the last timeline rows, the metrics rows, the run's status (with
+  // the write error, if any, beside `error`).
+  void store_last_timeline(Source& own);
+  void store_metrics(const std::vector<QuantilePoint>& quantiles);
+  void write_status(const std::string& status, const std::string& error);
   class Shard;
   // What the recorder callbacks gather, into a source: this recorder's own or a shard's.
   void add_iteration(Source& s, const IterationRecord& it);

@@ -10,7 +10,16 @@ namespace servesim {
 
 struct Error {
   std::string message;
+  // The database or another output could not be written (a full disk, a file-size limit): a fault
+  // of where the results go, not of the input, so a sweep reruns the point on --resume.
+  bool storage = false;
 };
+
+// `e`, marked as a storage error.
+inline Error storage_error(Error e) {
+  e.storage = true;
+  return e;
+}
 
 template <class T>
 class [[nodiscard]] Result {

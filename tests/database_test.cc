@@ -59,7 +59,7 @@ TEST_F(DatabaseTest, CreatesSchemaAndAppendsRuns) {
     auto db = Database::open(p);
     ASSERT_TRUE(db.ok()) << db.error().message;
     EXPECT_EQ(one(*db.value(), "PRAGMA journal_mode"), "wal");
-    EXPECT_EQ(one(*db.value(), "PRAGMA user_version"), "6");
+    EXPECT_EQ(one(*db.value(), "PRAGMA user_version"), "7");
     auto id = db.value()->begin_run(
         {.name = "first", .policy = "static", .backend = "unit", .seed = 7, .version = "0.1.0"});
     ASSERT_TRUE(id.ok()) << id.error().message;
@@ -115,7 +115,7 @@ TEST_F(DatabaseTest, UpgradesAVersion1DatabaseWithoutLosingRows) {
   auto db = Database::open(p);
   ASSERT_TRUE(db.ok()) << db.error().message;
   Database& d = *db.value();
-  EXPECT_EQ(one(d, "PRAGMA user_version"), "6");
+  EXPECT_EQ(one(d, "PRAGMA user_version"), "7");
   EXPECT_EQ(one(d, "SELECT count(*) FROM timeline"), "0");
   EXPECT_EQ(one(d, "SELECT count(*) FROM pragma_table_info('runs') WHERE name IN ('replicas', 'tp', 'gpus', 'overloaded', 'sweep_id')"), "5");
   EXPECT_EQ(one(d, "SELECT count(*) FROM sweeps"), "0");
