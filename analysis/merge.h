@@ -1,11 +1,20 @@
 // `sim merge A.db B.db ... --into ALL.db`: the runs of several databases (the shards of a sweep, the
 // databases of Ray workers or of separate machines) appended to one. Run ids are renumbered in the
-// target; every row that names a run follows it (requests, iterations, metrics, batch_items,
-// sweep_points). A sweep found in the target with the same kind and definition (sweeps.spec) is
-// the same sweep: its points from every source join one sweeps row, so the shards of one grid
-// become one table; a point recorded done in the target is kept over another copy of it.
+// target; every row that names a run follows it (requests, iterations, timeline, metrics,
+// distributions, transfers, batch_items, sweep_points).
+//
+// The merge is idempotent: a run already in the target (the same start time, host, process, name
+// and configuration: a merge run again, or a database merged twice by two routes) is not copied
+// again, so a merge that stopped part-way is finished by running it again. Each source goes in
+// one transaction: a source whose merge fails or is interrupted leaves nothing of itself behind.
+//
+// A sweep of a source joins a sweep of the target with the same kind, definition (sweeps.spec) and
+// keys when their points do not clash (the shards of one grid, or the same sweep merged again);
+// the same definition run twice over the same points stays two sweeps. A point recorded done in
+// the target is kept over another copy of it.
 #pragma once
 
+#include <atomic>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -14,10 +23,16 @@
 
 namespace servesim {
 
-// Appends every source into `into` (created if absent) in one transaction per source; a source that
-// fails leaves the target as it was before that source. Errors: a source that is not a servesim
-// database, the target among the sources. Prints one line per source.
-Status merge_databases(const std::vector<std::string>& sources, const std::string& into,
-                       std::ostream& out);
+struct MergeOutcome {
+  std::vector<std::string> merged;  // the sources merged, in order
+  bool interrupted = false;         // `stop` was raised: the source being merged was rolled back
+};
+
+// Appends every source into `into` (created if absent), source by source. Errors (before anything
+// is written): no source, a source given twice or that is the target, a source that is not a
+// servesim database. An error while merging a source (a full disk: a storage error) leaves the
+// sources before it merged and nothing of it; the message says which. Prints one line per source.
+Result<MergeOutcome> merge_databases(const std::vector<std::string>& sources, const std::string& into,
+                                     std::ostream& out, const std::atomic<bool>* stop = nullptr);
 
 }  // namespace servesim

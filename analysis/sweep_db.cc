@@ -6,6 +6,8 @@
 #include <set>
 #include <sstream>
 
+#include "analysis/run_status.h"
+
 namespace servesim {
 namespace {
 
@@ -66,6 +68,18 @@ void bind_node(sqlite3_stmt* s, int i, const toml::node* n) {
 std::string column_text(sqlite3_stmt* s, int i) {
   const unsigned char* t = sqlite3_column_text(s, i);
   return t != nullptr ? reinterpret_cast<const char*>(t) : "";
+}
+
+// Whether `table` has `column` (a database of an older schema, read as it is, may not).
+bool has_column(Database& db, const char* table, const char* column) {
+  Statement st;
+  if (sqlite3_prepare_v2(db.handle(), "SELECT 1 FROM pragma_table_info(?) WHERE name = ?", -1, &st.s, nullptr) !=
+      SQLITE_OK) {
+    return false;
+  }
+  sqlite3_bind_text(st.s, 1, table, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st.s, 2, column, -1, SQLITE_STATIC);
+  return sqlite3_step(st.s) == SQLITE_ROW;
 }
 
 }  // namespace
@@ -170,7 +184,8 @@ Status end_sweep(Database& db, int64_t sweep_id, const std::string& status, cons
 Result<StoredSweep> read_sweep(Database& db, std::optional<int64_t> id) {
   Statement st;
   const std::string sql =
-      "SELECT id, name, kind, status, spec, answer, keys, points FROM sweeps " +
+      "SELECT id, name, kind, status, spec, answer, keys, points, host, pid, started_at, " +
+      std::string(has_column(db, "sweeps", "resumed_at") ? "resumed_at" : "NULL") + " FROM sweeps " +
       std::string(id ? "WHERE id = ?" : "ORDER BY id DESC LIMIT 1");
   if (sqlite3_prepare_v2(db.handle(), sql.c_str(), -1, &st.s, nullptr) != SQLITE_OK) {
     return Error{db.error_message()};
@@ -195,7 +210,40 @@ Result<StoredSweep> read_sweep(Database& db, std::optional<int64_t> id) {
   s.answer = column_text(st.s, 5);
   s.keys = split_sweep_keys(column_text(st.s, 6));
   s.points = sqlite3_column_int64(st.s, 7);
+  s.host = column_text(st.s, 8);
+  s.pid = sqlite3_column_int64(st.s, 9);
+  s.started_at = column_text(st.s, 10);
+  s.resumed_at = column_text(st.s, 11);
   return s;
+}
+
+Status claim_sweep(Database& db, int64_t id) {
+  if (Status s = db.exec("BEGIN IMMEDIATE"); !s.ok()) return s;
+  const auto claim = [&]() -> Status {
+    Result<StoredSweep> stored = read_sweep(db, id);
+    if (!stored.ok()) return stored.error();
+    const StoredSweep& w = stored.value();
+    const std::string since = w.resumed_at.empty() ? w.started_at : w.resumed_at;
+    if (w.status == "running" && w.host == this_host() && abandoned_reason(w.host, w.pid, since).empty()) {
+      return Error{"sweep " + std::to_string(id) + " is still running: process " + std::to_string(w.pid) +
+                   " on " + w.host + " (since " + since + ") runs its points; resume it once that process " +
+                   "has ended (stop it with kill -INT " + std::to_string(w.pid) + ")"};
+    }
+    Statement st;
+    static constexpr const char* kSql =
+        "UPDATE sweeps SET status = 'running', finished_at = NULL, host = ?, pid = ?, resumed_at = ? WHERE id = ?";
+    if (sqlite3_prepare_v2(db.handle(), kSql, -1, &st.s, nullptr) != SQLITE_OK) return Error{db.error_message()};
+    bind_text(st.s, 1, this_host());
+    sqlite3_bind_int64(st.s, 2, static_cast<sqlite3_int64>(::getpid()));
+    bind_text(st.s, 3, utc_now_iso8601());
+    sqlite3_bind_int64(st.s, 4, id);
+    if (sqlite3_step(st.s) != SQLITE_DONE) return Error{db.error_message()};
+    return Ok{};
+  };
+  Status claimed = claim();
+  if (claimed.ok()) claimed = db.exec("COMMIT");
+  if (!claimed.ok()) (void)db.exec("ROLLBACK");
+  return claimed;
 }
 
 Result<std::vector<int64_t>> points_with_status(Database& db, int64_t sweep_id,

@@ -5,11 +5,13 @@
 //   SELECT p.replicas, p.tp, m.value AS ttft_p99 FROM sweep_points p
 //     JOIN metrics m ON m.run_id = p.run_id AND m.name = 'ttft_p99' WHERE p.sweep_id = 1;
 //
-//   sweeps(id, name, kind, started_at, finished_at, status, spec, keys, points, answer, host, pid)
+//   sweeps(id, name, kind, started_at, finished_at, status, spec, keys, points, answer, host, pid,
+//          resumed_at)
 //     kind: sweep | search | seeds (`sim --seeds N`: a grid over seed alone); status: running |
 //     done | interrupted | failed; spec: the sweep's
 //     definition as TOML (what --resume reruns); keys: the swept keys, comma-separated, in order;
-//     points: how many points the grid has; answer: a search's answer in one line
+//     points: how many points the grid has; answer: a search's answer in one line; host, pid: the
+//     process that runs it (the last to resume it, at resumed_at)
 //   sweep_points(sweep_id, point, run_id, status, error, <one column per swept key>)
 //     point: the index in the grid (0-based, the last key varying fastest); run_id: NULL when the
 //     point could not start (its error says why); status: done | failed | interrupted
@@ -58,10 +60,17 @@ struct StoredSweep {
   std::string name, kind, status, spec, answer;
   std::vector<std::string> keys;
   int64_t points = 0;
+  std::string host, started_at, resumed_at;
+  int64_t pid = 0;
 };
 
 // The sweeps row `id` (nullopt: the latest); errors name the ids that exist.
 Result<StoredSweep> read_sweep(Database& db, std::optional<int64_t> id);
+
+// Takes sweep `id` over for a resume, in one transaction: refused while the sweep is recorded as
+// running and its process is alive on this host ("sweep 3 is still running: process 4242 on
+// node7 ..."); else it becomes running, owned by this process from now.
+Status claim_sweep(Database& db, int64_t id);
 
 // Points of sweep `id` whose status is in `statuses`.
 Result<std::vector<int64_t>> points_with_status(Database& db, int64_t sweep_id,

@@ -115,7 +115,12 @@ int sweep_command(const std::vector<std::string>& args, std::ostream& out, std::
     if (!db.ok()) return bad(db.error().message);
     auto stored = read_sweep(*db.value(), vm["resume"].as<int64_t>());
     if (!stored.ok()) return bad(stored.error().message);
-    auto parsed = parse_sweep_spec(stored.value().spec, db_path + ": sweep " + std::to_string(stored.value().id));
+    if (stored.value().kind == "search") {
+      return bad("sweep " + std::to_string(stored.value().id) + " is a search, whose probes depend on the "
+                 "answers before them: run the search again rather than resuming it");
+    }
+    auto parsed = parse_sweep_spec(stored.value().spec, db_path + ": sweep " + std::to_string(stored.value().id),
+                                   stored.value().keys);
     if (!parsed.ok()) return bad(parsed.error().message);
     spec = std::move(parsed).value();
     spec.fixed.insert_or_assign("db", db_path);
@@ -139,7 +144,7 @@ int sweep_command(const std::vector<std::string>& args, std::ostream& out, std::
       for (const std::string& token : vm["grid"].as<std::vector<std::string>>()) {
         auto axis = parse_grid_flag(token);
         if (!axis.ok()) return bad(axis.error().message);
-        set_axis(spec, std::move(axis).value());
+        if (Status s = add_grid_flag(spec, std::move(axis).value()); !s.ok()) return bad(s.error().message);
       }
     }
   }
@@ -178,7 +183,7 @@ int sweep_command(const std::vector<std::string>& args, std::ostream& out, std::
   const SweepResult& r = ran.value();
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (Status s = print_sweep_report(r.db_path, r.sweep_id, ReportFormat::kText, out); !s.ok()) {
-    return bad(s.error().message);
+    err << "sim sweep: " << s.error().message << "\n";
   }
   int64_t done = 0, failed = 0, interrupted = 0;
   for (const PointOutcome& o : r.points) {
@@ -190,8 +195,14 @@ int sweep_command(const std::vector<std::string>& args, std::ostream& out, std::
                 static_cast<long long>(failed), static_cast<long long>(interrupted));
   out << line << (r.skipped ? "; " + std::to_string(r.skipped) + " skipped (done already, or other shards)" : "")
       << ". Sweep " << r.sweep_id << " in " << r.db_path << "\n";
+  const std::string resume = "sim sweep --resume " + std::to_string(r.sweep_id) + " --db " + r.db_path;
+  if (!r.storage_error.empty()) {
+    err << "sim sweep: " << r.storage_error << "\nsim sweep: the points not written are to be run again: make room, "
+        << "then: " << resume << "\n";
+    return kExitFailed;
+  }
   if (r.interrupted) {
-    err << "sim sweep: interrupted; finish it with: sim sweep --resume " << r.sweep_id << " --db " << r.db_path << "\n";
+    err << "sim sweep: interrupted; finish it with: " << resume << "\n";
     return kExitInterrupted;
   }
   return kExitOk;
@@ -208,7 +219,9 @@ int merge_command(const std::vector<std::string>& args, std::ostream& out, std::
     if (args[i] == "--help" || args[i] == "-h") {
       out << "Usage: sim merge A.db B.db ... --into ALL.db\n"
              "Appends the runs of several databases (the shards of a sweep, Ray workers' files) to\n"
-             "one, renumbering run ids; the points of one sweep from several files join one sweep.\n";
+             "one, renumbering run ids; the points of one sweep from several files join one sweep.\n"
+             "Each source goes in one transaction, and a run already in the target is not copied\n"
+             "again: a merge that stopped (Ctrl-C, a full disk) is finished by running it again.\n";
       return kExitOk;
     }
     if (args[i] == "--into") {
@@ -228,9 +241,21 @@ int merge_command(const std::vector<std::string>& args, std::ostream& out, std::
     err << "sim merge: give the target with --into FILE\n";
     return kExitBadInput;
   }
-  if (Status s = merge_databases(sources, into, out); !s.ok()) {
-    err << "sim merge: " << s.error().message << "\n";
+  const StopSignals stop;
+  Result<MergeOutcome> merged = merge_databases(sources, into, out, stop.flag());
+  if (!merged.ok()) {
+    err << "sim merge: " << merged.error().message << "\n";
+    if (merged.error().storage) {
+      err << "sim merge: run the same command again to finish: runs already merged are not copied twice\n";
+      return kExitFailed;
+    }
     return kExitBadInput;
+  }
+  if (merged.value().interrupted) {
+    err << "sim merge: interrupted; " << merged.value().merged.size() << " of " << sources.size()
+        << " sources merged, the one in progress rolled back. Run the same command again to finish: runs "
+           "already merged are not copied twice\n";
+    return kExitInterrupted;
   }
   return kExitOk;
 }

@@ -2,14 +2,17 @@
 
 #include <algorithm>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
 
 #include "analysis/sweep_db.h"
 #include "policies/registry.h"
+#include "routers/registry.h"
 #include "sim/config.h"
 #include "sim/presets.h"
 #include "sim/toml_fields.h"
+#include "workloads/load_controls.h"
 
 namespace servesim {
 namespace {
@@ -30,9 +33,31 @@ toml::array value_from_text(const std::string& text) {
   return out;
 }
 
+// One axis of [grid] with its value node's position, for ordering and messages.
+struct FileAxis {
+  SweepAxis axis;
+  toml::source_position where;
+};
+
+// A value of an axis: a number, string or boolean (an array of them, one per key, on a tuple axis).
+Status check_axis_value(const toml::node& x, size_t arity, const std::string& path, const std::string& key) {
+  const auto scalar = [](const toml::node& n) { return !n.is_table() && !n.is_array(); };
+  if (arity == 1) {
+    if (scalar(x)) return Ok{};
+    return error_at(path, x.source().begin, "grid." + key, "each value must be a number, string or boolean");
+  }
+  const toml::array* tuple = x.as_array();
+  if (tuple == nullptr || tuple->size() != arity || !std::all_of(tuple->begin(), tuple->end(), scalar)) {
+    return error_at(path, x.source().begin, "grid." + key,
+                    "each value must be a list of " + std::to_string(arity) +
+                        " values, one per key, e.g. [\"h100-sxm\", 4], got " + describe_value(x));
+  }
+  return Ok{};
+}
+
 // Flattens [grid] into axes with dotted keys.
 Status read_grid(const toml::table& grid, const std::string& prefix, const std::string& path,
-                 std::vector<SweepAxis>& axes) {
+                 std::vector<FileAxis>& axes) {
   for (const auto& [k, v] : grid) {
     const std::string key = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
     if (const toml::table* t = v.as_table()) {
@@ -45,16 +70,37 @@ Status read_grid(const toml::table& grid, const std::string& prefix, const std::
                       "expected a list of values, e.g. [1, 2, 4], got " + describe_value(v));
     }
     if (a->empty()) return error_at(path, v.source().begin, "grid." + key, "empty list: give at least one value");
-    SweepAxis axis{key, {}};
+    SweepAxis axis{key, {}, format_where(path, k.source().begin)};
+    const size_t arity = axis.keys().size();
+    for (const std::string& part : axis.keys()) {
+      if (part.empty()) return error_at(path, k.source().begin, "grid." + key, "an empty key in the tuple");
+    }
     for (const toml::node& x : *a) {
-      if (x.is_table() || x.is_array()) {
-        return error_at(path, x.source().begin, "grid." + key, "each value must be a number, string or boolean");
-      }
+      if (Status s = check_axis_value(x, arity, path, key); !s.ok()) return s;
       x.visit([&](const auto& val) { axis.values.push_back(val); });
     }
-    axes.push_back(std::move(axis));
+    axes.push_back({std::move(axis), k.source().begin});
   }
   return Ok{};
+}
+
+// The first key that two axes share: "KEY" given at A and at B.
+std::optional<std::string> repeated_key(const std::vector<SweepAxis>& grid) {
+  for (size_t a = 0; a < grid.size(); ++a) {
+    for (size_t b = a + 1; b < grid.size(); ++b) {
+      for (const std::string& x : grid[a].keys()) {
+        for (const std::string& y : grid[b].keys()) {
+          if (x != y) continue;
+          const auto at = [](const SweepAxis& axis) {
+            return axis.origin.empty() ? "" : " (" + axis.origin + ")";
+          };
+          return "grid key '" + x + "' is given twice: as '" + grid[a].key + "'" + at(grid[a]) + " and as '" +
+                 grid[b].key + "'" + at(grid[b]) + "; give each key in one axis only";
+        }
+      }
+    }
+  }
+  return std::nullopt;
 }
 
 Result<SweepSpec> spec_from_table(const toml::table& root, const std::string& path) {
@@ -78,20 +124,60 @@ Result<SweepSpec> spec_from_table(const toml::table& root, const std::string& pa
   }
   if (const toml::node* n = root.get("grid")) {
     if (!n->is_table()) return f.expected("grid", "a table of lists");
-    if (Status s = read_grid(*n->as_table(), "", path, spec.grid); !s.ok()) return s.error();
+    std::vector<FileAxis> axes;
+    if (Status s = read_grid(*n->as_table(), "", path, axes); !s.ok()) return s.error();
+    // The file's order (TOML tables are read sorted by name): the last key written varies fastest.
+    std::stable_sort(axes.begin(), axes.end(), [](const FileAxis& a, const FileAxis& b) {
+      return a.where.line != b.where.line ? a.where.line < b.where.line : a.where.column < b.where.column;
+    });
+    for (FileAxis& a : axes) spec.grid.push_back(std::move(a.axis));
+    if (auto repeated = repeated_key(spec.grid)) return Error{path + ": " + *repeated};
   }
   return spec;
 }
 
-void set_node(toml::table& table, const std::string& key, const toml::node& value) {
+void set_node(toml::table& table, const std::string& key, const toml::node& value, Status& status) {
   value.visit([&](const auto& v) {
     toml::table holder;
     holder.insert("v", v);
-    (void)set_path(table, key, std::move(*holder.get("v")));
+    if (Status s = set_path(table, key, std::move(*holder.get("v"))); !s.ok() && status.ok()) status = s;
   });
 }
 
+// Splits "a,b" at commas outside parentheses.
+std::vector<std::string> split_top_level(const std::string& text) {
+  std::vector<std::string> out(1);
+  int depth = 0;
+  for (char c : text) {
+    depth += c == '(' ? 1 : c == ')' ? -1 : 0;
+    if (c == ',' && depth == 0) {
+      out.emplace_back();
+    } else {
+      out.back() += c;
+    }
+  }
+  return out;
+}
+
 }  // namespace
+
+std::vector<std::string> SweepAxis::keys() const {
+  std::vector<std::string> out(1);
+  for (char c : key) {
+    if (c == ',') {
+      out.emplace_back();
+    } else {
+      out.back() += c;
+    }
+  }
+  return out;
+}
+
+const toml::node* SweepAxis::value(size_t i, size_t j) const {
+  const toml::node* v = values.get(i);
+  if (const toml::array* tuple = v->as_array()) return tuple->get(j);
+  return v;
+}
 
 int64_t SweepSpec::num_points() const {
   int64_t n = 1;
@@ -105,33 +191,47 @@ int64_t SweepSpec::num_points() const {
 
 std::vector<std::string> SweepSpec::keys() const {
   std::vector<std::string> out;
-  for (const SweepAxis& a : grid) out.push_back(a.key);
+  for (const SweepAxis& a : grid) {
+    for (std::string& k : a.keys()) out.push_back(std::move(k));
+  }
   return out;
 }
 
 std::vector<const toml::node*> SweepSpec::values(int64_t point) const {
-  std::vector<const toml::node*> out(grid.size());
+  std::vector<size_t> index(grid.size());
   for (size_t i = grid.size(); i-- > 0;) {
     const auto k = static_cast<int64_t>(grid[i].values.size());
-    out[i] = grid[i].values.get(static_cast<size_t>(point % k));
+    index[i] = static_cast<size_t>(point % k);
     point /= k;
+  }
+  std::vector<const toml::node*> out;
+  for (size_t i = 0; i < grid.size(); ++i) {
+    const size_t arity = grid[i].keys().size();
+    for (size_t j = 0; j < arity; ++j) out.push_back(grid[i].value(index[i], j));
   }
   return out;
 }
 
 std::string SweepSpec::describe(int64_t point) const {
   std::string out;
+  const std::vector<std::string> k = keys();
   const std::vector<const toml::node*> v = values(point);
-  for (size_t i = 0; i < grid.size(); ++i) {
-    out += (i ? " " : "") + grid[i].key + "=" + plain_value(*v[i]);
-  }
+  for (size_t i = 0; i < k.size(); ++i) out += (i ? " " : "") + k[i] + "=" + plain_value(*v[i]);
   return out;
+}
+
+Status SweepSpec::set_point(toml::table& table, int64_t point) const {
+  Status status = Ok{};
+  const std::vector<std::string> k = keys();
+  const std::vector<const toml::node*> v = values(point);
+  for (size_t i = 0; i < k.size(); ++i) set_node(table, k[i], *v[i], status);
+  if (!status.ok()) return Error{"grid: " + status.error().message};
+  return status;
 }
 
 toml::table SweepSpec::point_table(int64_t point) const {
   toml::table t = fixed;
-  const std::vector<const toml::node*> v = values(point);
-  for (size_t i = 0; i < grid.size(); ++i) set_node(t, grid[i].key, *v[i]);
+  (void)set_point(t, point);  // checked by check_sweep
   if (!t.contains("log")) t.insert("log", log);
   if (!t.contains("name")) {
     t.insert("name", (name.empty() ? std::string("sweep") : name) + " [" + describe(point) + "]");
@@ -164,7 +264,8 @@ Result<SweepSpec> load_sweep_file(const std::string& path) {
   return spec_from_table(parsed.value(), path);
 }
 
-Result<SweepSpec> parse_sweep_spec(const std::string& text, const std::string& where) {
+Result<SweepSpec> parse_sweep_spec(const std::string& text, const std::string& where,
+                                   const std::vector<std::string>& keys) {
   Result<toml::table> parsed = parse_toml(text, where);
   if (!parsed.ok()) return parsed.error();
   // Stored keys are flat and dotted: read them as they are.
@@ -175,8 +276,21 @@ Result<SweepSpec> parse_sweep_spec(const std::string& text, const std::string& w
   if (const auto* f = root.get_as<toml::table>("fixed")) spec.fixed = *f;
   if (const auto* g = root.get_as<toml::table>("grid")) {
     for (const auto& [k, v] : *g) {
-      if (const toml::array* a = v.as_array()) spec.grid.push_back({std::string(k.str()), *a});
+      if (const toml::array* a = v.as_array()) spec.grid.push_back({std::string(k.str()), *a, where});
     }
+  }
+  // The points were numbered in the order of sweeps.keys, which the [grid] table does not keep.
+  const auto rank = [&](const SweepAxis& a) {
+    const auto at = std::find(keys.begin(), keys.end(), a.keys().front());
+    return at - keys.begin();
+  };
+  std::stable_sort(spec.grid.begin(), spec.grid.end(),
+                   [&](const SweepAxis& a, const SweepAxis& b) { return rank(a) < rank(b); });
+  if (spec.keys() != keys) {
+    std::string stored;
+    for (const std::string& k : keys) stored += (stored.empty() ? "" : ",") + k;
+    return Error{where + ": its definition's grid does not match its keys (" + stored +
+                 "); the database was changed by hand?"};
   }
   return spec;
 }
@@ -184,32 +298,52 @@ Result<SweepSpec> parse_sweep_spec(const std::string& text, const std::string& w
 Result<SweepAxis> parse_grid_flag(const std::string& token) {
   const size_t eq = token.find('=');
   if (eq == std::string::npos || eq == 0) {
-    return Error{"--grid '" + token + "': expected KEY=V1,V2,..., e.g. --grid replicas=1,2,4"};
+    return Error{"--grid '" + token + "': expected KEY=V1,V2,..., e.g. --grid replicas=1,2,4, or "
+                 "KEY1,KEY2=(A1,A2),(B1,B2), e.g. --grid hardware,tp=(a100-80gb,8),(h100-sxm,4)"};
   }
-  SweepAxis axis{token.substr(0, eq), {}};
+  SweepAxis axis{token.substr(0, eq), {}, "--grid " + token.substr(0, eq)};
+  const size_t arity = axis.keys().size();
+  for (const std::string& k : axis.keys()) {
+    if (k.empty()) return Error{"--grid '" + token + "': an empty key"};
+  }
   const std::string list = token.substr(eq + 1);
   if (list.empty()) return Error{"--grid '" + token + "': empty list of values"};
-  size_t start = 0;
-  while (true) {
-    const size_t comma = list.find(',', start);
-    const std::string item = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+  for (const std::string& item : split_top_level(list)) {
     if (item.empty()) return Error{"--grid '" + token + "': an empty value in the list"};
-    toml::array v = value_from_text(item);
-    v.for_each([&](const auto& x) { axis.values.push_back(x); });
-    if (comma == std::string::npos) break;
-    start = comma + 1;
+    if (arity == 1) {
+      value_from_text(item).for_each([&](const auto& x) { axis.values.push_back(x); });
+      continue;
+    }
+    if (item.size() < 2 || item.front() != '(' || item.back() != ')') {
+      return Error{"--grid '" + token + "': '" + item + "': expected a tuple of " + std::to_string(arity) +
+                   " values in parentheses, one per key, e.g. (h100-sxm,4)"};
+    }
+    const std::vector<std::string> parts = split_top_level(item.substr(1, item.size() - 2));
+    if (parts.size() != arity) {
+      return Error{"--grid '" + token + "': '" + item + "' has " + std::to_string(parts.size()) +
+                   " values; the keys " + axis.key + " need " + std::to_string(arity)};
+    }
+    toml::array tuple;
+    for (const std::string& part : parts) {
+      if (part.empty()) return Error{"--grid '" + token + "': an empty value in '" + item + "'"};
+      value_from_text(part).for_each([&](const auto& x) { tuple.push_back(x); });
+    }
+    axis.values.push_back(std::move(tuple));
   }
   return axis;
 }
 
-void set_axis(SweepSpec& spec, SweepAxis axis) {
-  for (SweepAxis& a : spec.grid) {
-    if (a.key == axis.key) {
-      a = std::move(axis);
-      return;
+Status add_grid_flag(SweepSpec& spec, SweepAxis axis) {
+  for (auto it = spec.grid.begin(); it != spec.grid.end(); ++it) {
+    const bool from_flag = it->origin.rfind("--grid", 0) == 0;
+    if (it->key == axis.key && !from_flag) {  // the flag overrides the file's axis
+      *it = std::move(axis);
+      return Ok{};
     }
   }
   spec.grid.push_back(std::move(axis));
+  if (auto repeated = repeated_key(spec.grid)) return Error{*repeated};
+  return Ok{};
 }
 
 std::string sweep_db_path(const SweepSpec& spec) {
@@ -222,9 +356,12 @@ Status check_sweep(const SweepSpec& spec) {
     return Error{"the sweep has no grid: give --grid KEY=V1,V2 (e.g. --grid replicas=1,2,4) or a [grid] table"};
   }
   for (const SweepAxis& a : spec.grid) {
-    if (a.key == "db") return Error{"grid key 'db': every point of a sweep writes to one database"};
+    for (const std::string& k : a.keys()) {
+      if (k == "db") return Error{"grid key 'db': every point of a sweep writes to one database"};
+    }
     if (a.values.empty()) return Error{"grid key '" + a.key + "': empty list of values"};
   }
+  if (auto repeated = repeated_key(spec.grid)) return Error{*repeated};
   const int64_t n = spec.num_points();
   if (n > kMaxSweepPoints) {
     return Error{"the grid has " + (n >= kMaxSweepPoints * 10 ? "over 10^7" : std::to_string(n)) +
@@ -241,6 +378,8 @@ Status check_sweep(const SweepSpec& spec) {
   }
   for (const int64_t p : probes) {
     const std::string prefix = "point " + std::to_string(p) + " (" + spec.describe(p) + "): ";
+    toml::table table = spec.fixed;
+    if (Status s = spec.set_point(table, p); !s.ok()) return Error{prefix + s.error().message};
     Result<RunConfig> config = resolve_config(spec.point_table(p));
     if (!config.ok()) return Error{prefix + config.error().message};
     const RunConfig& c = config.value();
@@ -250,6 +389,10 @@ Status check_sweep(const SweepSpec& spec) {
     if (auto made = policy.value()->make(c.policy_options); !made.ok()) {
       return Error{prefix + made.error().message};
     }
+    if (Status s = check_load_controls(load_controls(c)); !s.ok()) return Error{prefix + s.error().message};
+    Result<const RouterInfo*> router = find_router(c.router);
+    if (!router.ok()) return Error{prefix + "router.name: " + router.error().message};
+    if (auto made = router.value()->make(c.router_options, 0); !made.ok()) return Error{prefix + made.error().message};
     const std::pair<const std::string*, PresetKind> names[] = {
         {&c.trace, PresetKind::kWorkload}, {&c.hardware, PresetKind::kHardware}, {&c.model, PresetKind::kModel}};
     for (const auto& [value, kind] : names) {
@@ -264,6 +407,52 @@ Status check_sweep(const SweepSpec& spec) {
   return Ok{};
 }
 
+namespace {
+
+// Runs one point on a worker's connection. A point whose run could not write the database ends
+// interrupted (a resume reruns it): a full disk says nothing about its configuration.
+void run_point(const toml::table& table, Database* db, const std::string& db_error, int64_t sweep_id,
+               WorkloadCache& cache, const std::atomic<bool>* stop, PointOutcome& o) {
+  if (db == nullptr) {
+    o.status = "interrupted";
+    o.error = db_error;
+    o.storage_failed = true;
+    return;
+  }
+  Result<RunConfig> config = resolve_config(table);
+  if (!config.ok()) {
+    o.status = "failed";
+    o.error = config.error().message;
+    return;
+  }
+  RunEnvironment env;
+  env.db = db;
+  env.sweep_id = sweep_id;
+  env.workloads = &cache;
+  env.stop = stop;
+  env.threads = 1;  // the workers use the cores
+  Result<RunOutput> ran = run_configuration(config.value(), env);
+  if (!ran.ok()) {
+    o.storage_failed = ran.error().storage;
+    o.status = o.storage_failed ? "interrupted" : "failed";
+    o.error = ran.error().message;
+    return;
+  }
+  RunOutput& r = ran.value();
+  o.run_id = r.run_id;
+  o.metrics = std::move(r.metrics);
+  if (!r.write_error.empty()) {
+    o.status = "interrupted";
+    o.error = "writing " + db->path() + " failed: " + r.write_error;
+    o.storage_failed = true;
+    return;
+  }
+  o.status = r.run_id == 0 ? "interrupted" : r.status;
+  o.error = r.error;
+}
+
+}  // namespace
+
 std::vector<PointOutcome> run_points(const std::vector<toml::table>& tables,
                                      const std::vector<int64_t>& point_ids,
                                      const std::vector<std::vector<const toml::node*>>& values,
@@ -273,6 +462,7 @@ std::vector<PointOutcome> run_points(const std::vector<toml::table>& tables,
                                      const std::function<void(const PointOutcome&)>& on_point) {
   std::vector<PointOutcome> out(tables.size());
   std::atomic<size_t> next{0};
+  std::atomic<bool> storage_failed{false};  // a write failed: the points not begun are not begun
   std::mutex mutex;
   auto worker = [&] {
     std::unique_ptr<Database> db;
@@ -287,41 +477,23 @@ std::vector<PointOutcome> run_points(const std::vector<toml::table>& tables,
       if (i >= tables.size()) break;
       PointOutcome& o = out[i];
       o.point = point_ids[i];
-      if (stop != nullptr && stop->load()) {
+      if ((stop != nullptr && stop->load()) || storage_failed.load()) {
         o.status = "interrupted";
-        o.error = "interrupted before it started";
+        o.error = storage_failed.load() ? "not begun: another point could not write the database"
+                                        : "interrupted before it started";
         continue;
       }
-      if (!db) {
-        o.status = "failed";
-        o.error = db_error;
-      } else if (Result<RunConfig> config = resolve_config(tables[i]); !config.ok()) {
-        o.status = "failed";
-        o.error = config.error().message;
-      } else {
-        RunEnvironment env;
-        env.db = db.get();
-        env.sweep_id = sweep_id;
-        env.workloads = &cache;
-        env.stop = stop;
-        env.threads = 1;  // the workers use the cores
-        Result<RunOutput> ran = run_configuration(config.value(), env);
-        if (!ran.ok()) {
-          o.status = "failed";
-          o.error = ran.error().message;
-        } else {
-          o.run_id = ran.value().run_id;
-          o.status = ran.value().run_id == 0 ? "interrupted" : ran.value().status;
-          o.error = ran.value().write_error.empty() ? ran.value().error : ran.value().write_error;
-          o.metrics = std::move(ran.value().metrics);
-        }
-      }
+      run_point(tables[i], db.get(), db_error, sweep_id, cache, stop, o);
       if (db) {
         PointRow row{o.point, o.run_id, o.status, o.error, values[i]};
-        if (Status s = record_point(*db, sweep_id, keys, row); !s.ok() && o.error.empty()) {
-          o.error = "recording the point: " + s.error().message;
+        if (Status s = record_point(*db, sweep_id, keys, row); !s.ok()) {
+          // Unrecorded, the point counts as not run: a resume runs it.
+          o.status = "interrupted";
+          o.error = (o.error.empty() ? "" : o.error + "; ") + "recording the point failed: " + s.error().message;
+          o.storage_failed = true;
         }
       }
+      if (o.storage_failed) storage_failed = true;
       if (on_point) {
         std::lock_guard<std::mutex> lock(mutex);
         on_point(o);
@@ -356,7 +528,7 @@ Result<SweepResult> run_sweep(const SweepSpec& spec, const SweepOptions& options
     if (!failed.ok()) return failed.error();
     settled.insert(settled.end(), failed.value().begin(), failed.value().end());
     std::sort(settled.begin(), settled.end());
-    if (Status s = end_sweep(db, result.sweep_id, "running", ""); !s.ok()) return s.error();
+    if (Status s = claim_sweep(db, result.sweep_id); !s.ok()) return s.error();
   } else {
     SweepInfo info{spec.name, options.kind, spec.to_toml(), keys, total};
     Result<int64_t> id = begin_sweep(db, info);
@@ -385,10 +557,14 @@ Result<SweepResult> run_sweep(const SweepSpec& spec, const SweepOptions& options
                                if (options.on_point) options.on_point(o, finished, pending);
                              });
   result.interrupted = options.stop != nullptr && options.stop->load();
-  // Points interrupted (before they started, or midway) are rerun by a resume.
-  if (Status s = end_sweep(db, result.sweep_id, result.interrupted ? "interrupted" : "done", "");
-      !s.ok()) {
-    return s.error();
+  for (const PointOutcome& o : result.points) {
+    if (o.storage_failed && result.storage_error.empty()) result.storage_error = o.error;
+  }
+  // Points interrupted (before they started, or midway, or by a write that failed) are rerun by a
+  // resume.
+  const bool complete = !result.interrupted && result.storage_error.empty();
+  if (Status s = end_sweep(db, result.sweep_id, complete ? "done" : "interrupted", ""); !s.ok()) {
+    if (result.storage_error.empty()) result.storage_error = "ending the sweep: " + s.error().message;
   }
   return result;
 }

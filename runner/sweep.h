@@ -14,6 +14,12 @@
 //   replicas = [1, 2, 4, 8]
 //   request_rate = [2, 4, 8]
 //   "policy.long_prefill_token_threshold" = [0, 512]
+//   "hardware,tp" = [["a100-80gb", 8], ["h100-sxm", 4]]   # a tuple axis: these pairs only
+//   "replicas[1].count" = [2, 4]   # a key of the second [[replicas]] group
+//
+// The axes keep the order they are written in (the file's, then the --grid flags'), and that
+// order numbers the points; a stored sweep keeps it (sweeps.keys), so that a resumed sweep maps
+// every point to the configuration it had. A key may appear in one axis only.
 //
 // A point that cannot run (the model does not fit, tp does not divide the heads) is recorded as
 // failed with its reason and the sweep goes on; a key or value that no point could take (an unknown
@@ -36,9 +42,17 @@
 
 namespace servesim {
 
+// One axis of a grid: a key and its values, or a tuple of keys ("hardware,tp") whose values are
+// arrays with one element per key (["h100-sxm", 4]): the axis takes those combinations only.
 struct SweepAxis {
-  std::string key;        // dotted configuration key
+  std::string key;        // dotted configuration key, or several joined by ","
   toml::array values;     // non-empty
+  std::string origin{};   // where it was given, for messages: "plan.toml:7:1", "--grid"
+
+  // The axis's keys: key split at ",".
+  std::vector<std::string> keys() const;
+  // Value `i`'s element for key `j` (the value itself on a single-key axis). REQUIRES: i < size.
+  const toml::node* value(size_t i, size_t j) const;
 };
 
 struct SweepSpec {
@@ -48,12 +62,17 @@ struct SweepSpec {
   std::vector<SweepAxis> grid;
 
   int64_t num_points() const;
+  // Every axis's keys, in axis order (a tuple axis gives several).
   std::vector<std::string> keys() const;
-  // The values of point `point`, one per axis (pointers into grid).
+  // The values of point `point`, one per key of keys() (pointers into grid).
   std::vector<const toml::node*> values(int64_t point) const;
   // "replicas=2 tp=4": the point's values for messages.
   std::string describe(int64_t point) const;
+  // Sets the point's values into `table`; errors name the key (a [[replicas]] group that does not
+  // exist, a key whose parent is a value).
+  Status set_point(toml::table& table, int64_t point) const;
   // The configuration table of point `point`: fixed, with the point's values set.
+  // REQUIRES: check_sweep(*this) is ok.
   toml::table point_table(int64_t point) const;
   // The definition as TOML, as a sweep file (what sweeps.spec stores), without fixed.db.
   std::string to_toml() const;
@@ -61,15 +80,19 @@ struct SweepSpec {
 
 // Reads a sweep file (above). Errors name the file, line and key.
 Result<SweepSpec> load_sweep_file(const std::string& path);
-// Parses a stored sweeps.spec.
-Result<SweepSpec> parse_sweep_spec(const std::string& text, const std::string& where);
+// Parses a stored sweeps.spec; `keys` (sweeps.keys, in the order the sweep numbered its points)
+// orders the axes, which the spec's [grid] table holds sorted by name.
+Result<SweepSpec> parse_sweep_spec(const std::string& text, const std::string& where,
+                                   const std::vector<std::string>& keys);
 
-// Parses --grid KEY=V1,V2,... (each value read as a TOML value, else as a string). Errors name the
-// token: an empty list or an empty value.
+// Parses --grid KEY=V1,V2,... (each value read as a TOML value, else as a string), or a tuple axis
+// --grid KEY1,KEY2=(A1,A2),(B1,B2). Errors name the token: an empty list or value, a tuple of the
+// wrong length.
 Result<SweepAxis> parse_grid_flag(const std::string& token);
 
-// Adds or replaces an axis.
-void set_axis(SweepSpec& spec, SweepAxis axis);
+// Adds a --grid axis after the file's: it replaces a file's axis over the same keys; a key that
+// another --grid gave, or that a file's axis shares with other keys, is an error naming both.
+Status add_grid_flag(SweepSpec& spec, SweepAxis axis);
 
 // Every point's configuration resolves, and its policy, workload and preset names exist: the first
 // error, prefixed with the point ("point 3 (replicas=2 tp=4): ..."). Also refuses an empty grid,
@@ -83,6 +106,7 @@ struct PointOutcome {
   std::string status;       // done | failed | interrupted
   std::string error;
   std::vector<Metric> metrics;
+  bool storage_failed = false;  // the database could not be written (the point is interrupted)
 };
 
 struct SweepOptions {
@@ -100,6 +124,9 @@ struct SweepResult {
   std::vector<PointOutcome> points;  // the points run now, in point order
   int64_t skipped = 0;               // points already done (resume) or in other shards
   bool interrupted = false;
+  // The first write to the database that failed ("" when none): the points not written are
+  // interrupted, the others not begun, and the sweep ends interrupted, to be resumed.
+  std::string storage_error;
 };
 
 // Runs the sweep's pending points with `jobs` threads into the database its base configuration

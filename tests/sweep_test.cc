@@ -13,60 +13,10 @@
 #include "analysis/merge.h"
 #include "analysis/sweep_db.h"
 #include "runner/search.h"
+#include "tests/sweep_fixture.h"
 
 namespace servesim {
 namespace {
-
-namespace fs = std::filesystem;
-
-class SweepTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::path(::testing::TempDir()) /
-           ("sweep_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) +
-            "_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    workload_ = (dir_ / "w.toml").string();
-    std::ofstream(workload_) << "[generate]\nrequests = 300\nseed = 5\n[generate.arrival]\n"
-                                "process = 'poisson'\nrate = 10.0\n[generate.prompt_tokens]\n"
-                                "dist = 'uniform'\nmin = 200\nmax = 2000\n[generate.output_tokens]\n"
-                                "dist = 'uniform'\nmin = 20\nmax = 300\n";
-  }
-  std::string db(const std::string& name) const { return (dir_ / name).string(); }
-
-  SweepSpec spec(const std::string& db_name) const {
-    SweepSpec s;
-    s.fixed.insert("trace", workload_);
-    s.fixed.insert("db", db(db_name));
-    s.fixed.insert("policy", toml::table{{"name", "chunked-prefill"}});
-    return s;
-  }
-
-  static SweepAxis axis(const std::string& key, std::initializer_list<int64_t> values) {
-    SweepAxis a{key, {}};
-    for (int64_t v : values) a.values.push_back(v);
-    return a;
-  }
-  static SweepAxis axis(const std::string& key, std::initializer_list<const char*> values) {
-    SweepAxis a{key, {}};
-    for (const char* v : values) a.values.push_back(std::string(v));
-    return a;
-  }
-
-  fs::path dir_;
-  std::string workload_;
-};
-
-std::map<int64_t, double> metric_by_point(const SweepResult& r, const std::string& name) {
-  std::map<int64_t, double> out;
-  for (const PointOutcome& p : r.points) {
-    for (const Metric& m : p.metrics) {
-      if (m.name == name) out[p.point] = m.value;
-    }
-  }
-  return out;
-}
 
 TEST_F(SweepTest, ParallelPointsEqualSerialOnesAndFailedPointsSayWhy) {
   SweepSpec s = spec("a.db");
@@ -144,7 +94,7 @@ TEST_F(SweepTest, AnInterruptedSweepResumesWithoutRerunningItsFinishedPoints) {
     auto d = Database::open_read_only(db("r.db"));
     return read_sweep(*d.value(), cut.value().sweep_id).value();
   }();
-  auto parsed = parse_sweep_spec(stored.spec, "stored");
+  auto parsed = parse_sweep_spec(stored.spec, "stored", stored.keys);
   ASSERT_TRUE(parsed.ok());
   SweepSpec again = parsed.value();
   again.fixed.insert_or_assign("db", db("r.db"));
@@ -206,7 +156,7 @@ TEST(Slo, ParsesKeysUnitsAndRefusesUnknownOnes) {
   const auto bad = parse_slo("p99_ttfx=2s");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message.find("known: mean_ttft"), std::string::npos);
-  EXPECT_FALSE(parse_slo("p99_ttft=0").ok());
+  EXPECT_FALSE(parse_slo("p99_ttft=0s").ok());
   EXPECT_FALSE(parse_slo("p99_ttft=fast").ok());
 }
 

@@ -1,0 +1,107 @@
+// `sim merge` (analysis/merge.h): every table that names a run follows it, a merge run again copies
+// nothing twice, a source given twice is refused, and two runs of one sweep stay two sweeps.
+#include "analysis/merge.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "analysis/sweep_db.h"
+#include "runner/run.h"
+#include "runner/sweep.h"
+#include "sim/config.h"
+#include "tests/sweep_fixture.h"
+
+namespace servesim {
+namespace {
+
+int64_t count(const std::string& path, const std::string& sql) {
+  auto db = Database::open_read_only(path);
+  EXPECT_TRUE(db.ok());
+  sqlite3_stmt* st = nullptr;
+  int64_t n = -1;
+  if (sqlite3_prepare_v2(db.value()->handle(), sql.c_str(), -1, &st, nullptr) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW) {
+    n = sqlite3_column_int64(st, 0);
+  }
+  sqlite3_finalize(st);
+  return n;
+}
+
+using MergeTest = SweepTest;
+
+// A disaggregated run into `path`: its transfers rows are what merges used to drop.
+void disaggregated_run(const std::string& workload, const std::string& path) {
+  toml::table t;
+  t.insert("trace", workload);
+  t.insert("db", path);
+  t.insert("prefill_replicas", 1);
+  t.insert("decode_replicas", 1);
+  t.insert("num_prompts", 40);
+  auto config = resolve_config(t);
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  auto ran = run_configuration(config.value());
+  ASSERT_TRUE(ran.ok()) << ran.error().message;
+  ASSERT_EQ(ran.value().status, "done") << ran.value().error;
+}
+
+// Regression: the transfers table was not merged; a merge run again (after a stop, or by mistake)
+// appended every run a second time; the same source given twice was merged twice.
+TEST_F(MergeTest, EveryTableFollowsItsRunAndAMergeRunAgainCopiesNothingTwice) {
+  disaggregated_run(workload_, db("a.db"));
+  disaggregated_run(workload_, db("b.db"));
+  ASSERT_GT(count(db("a.db"), "SELECT count(*) FROM transfers"), 0);
+  std::ostringstream log;
+  auto first = merge_databases({db("a.db")}, db("all.db"), log);
+  ASSERT_TRUE(first.ok()) << first.error().message;
+  EXPECT_EQ(count(db("all.db"), "SELECT count(*) FROM transfers"), count(db("a.db"), "SELECT count(*) FROM transfers"));
+  // As if the first merge had stopped after a.db: the same command again finishes it.
+  auto again = merge_databases({db("a.db"), db("b.db")}, db("all.db"), log);
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_EQ(again.value().merged.size(), 2u);
+  EXPECT_EQ(count(db("all.db"), "SELECT count(*) FROM runs"), 2);
+  for (const char* table : {"requests", "metrics", "timeline", "distributions", "transfers"}) {
+    const std::string sql = std::string("SELECT count(*) FROM ") + table;
+    EXPECT_EQ(count(db("all.db"), sql), count(db("a.db"), sql) + count(db("b.db"), sql)) << table;
+  }
+  EXPECT_EQ(count(db("all.db"), "SELECT count(*) FROM transfers WHERE run_id = 2"),
+            count(db("b.db"), "SELECT count(*) FROM transfers"));
+  EXPECT_NE(log.str().find("0 runs (1 more already there)"), std::string::npos) << log.str();
+  // The same source twice, under two spellings, is refused before anything is written.
+  auto twice = merge_databases({db("a.db"), (dir_ / "." / "a.db").string()}, db("new.db"), log);
+  ASSERT_FALSE(twice.ok());
+  EXPECT_NE(twice.error().message.find("is given twice"), std::string::npos) << twice.error().message;
+  EXPECT_FALSE(fs::exists(db("new.db")));
+}
+
+TEST_F(MergeTest, AStopBeforeASourceLeavesItOut) {
+  disaggregated_run(workload_, db("a.db"));
+  std::atomic<bool> stop{true};
+  std::ostringstream log;
+  auto stopped = merge_databases({db("a.db")}, db("all.db"), log, &stop);
+  ASSERT_TRUE(stopped.ok());
+  EXPECT_TRUE(stopped.value().interrupted);
+  EXPECT_TRUE(stopped.value().merged.empty());
+  EXPECT_EQ(count(db("all.db"), "SELECT count(*) FROM runs"), 0);
+}
+
+// The same sweep run twice over the same points (not shards of one) stays two sweeps: joined, the
+// second's points would have replaced the first's.
+TEST_F(MergeTest, TwoRunsOfOneSweepStayTwoSweeps) {
+  SweepSpec s = spec("one.db");
+  s.grid = {axis("replicas", {1, 2})};
+  ASSERT_TRUE(run_sweep(s, {.jobs = 1}).ok());
+  s.fixed.insert_or_assign("db", db("two.db"));
+  ASSERT_TRUE(run_sweep(s, {.jobs = 1}).ok());
+  std::ostringstream log;
+  ASSERT_TRUE(merge_databases({db("one.db"), db("two.db")}, db("all.db"), log).ok());
+  EXPECT_EQ(count(db("all.db"), "SELECT count(*) FROM sweeps"), 2);
+  EXPECT_EQ(count(db("all.db"), "SELECT count(*) FROM sweep_points WHERE status = 'done'"), 4);
+  // Merged again: nothing new.
+  ASSERT_TRUE(merge_databases({db("one.db"), db("two.db")}, db("all.db"), log).ok());
+  EXPECT_EQ(count(db("all.db"), "SELECT count(*) FROM sweeps"), 2);
+  EXPECT_EQ(count(db("all.db"), "SELECT count(*) FROM runs"), 4);
+}
+
+}  // namespace
+}  // namespace servesim
