@@ -39,7 +39,23 @@ struct ReplicaGroupShape {
   double price_per_gpu_hour = 0;  // 0: unknown
   int64_t kv_blocks = -1;         // per replica; -1: unlimited
   double kv_bytes_per_token = 0;  // per replica
+  // Its hardware's nodes: GPUs each (0: unknown) and price per hour (USD); groups of the same
+  // hardware (by file) share nodes.
+  int32_t gpus_per_node = 0;
+  double node_price_per_hour = 0;
+  std::string hardware{};
 };
+
+// What a deployment's GPUs cost: its GPUs; the whole nodes they take, each hardware's replicas
+// packed into its nodes (a replica on one node, or on whole nodes of its own when larger than one),
+// or -1 when a group's gpus_per_node is unknown; its price per hour by GPU or by node, or -1 when
+// a price is unknown.
+struct DeploymentCost {
+  double gpus = 0;
+  int64_t nodes = -1;
+  double per_hour = -1;
+};
+DeploymentCost deployment_cost(std::span<const ReplicaGroupShape> groups, bool price_by_node);
 
 struct MetricsOptions {
   int32_t max_num_seqs = 1;  // per replica, for slot_utilization
@@ -49,6 +65,9 @@ struct MetricsOptions {
   double slo_ttft = 0, slo_tpot = 0, slo_e2el = 0;
   int32_t tp = 1;                 // GPUs per replica
   double price_per_gpu_hour = 0;  // USD; 0: unknown (no cost metrics)
+  int32_t gpus_per_node = 0;      // of the hardware; 0: unknown (no nodes metric)
+  double node_price_per_hour = 0; // USD
+  bool price_by_node = false;     // cost_per_hour by whole nodes rather than GPUs
   int64_t kv_blocks = -1;         // per replica; -1: unlimited
   int32_t block_size = 16;
   double kv_bytes_per_token = 0;  // per replica (all its GPUs); 0: unknown

@@ -57,6 +57,13 @@ const double* find(const std::vector<Metric>& metrics, std::string_view name) {
   return nullptr;
 }
 
+// " (2 nodes)": the whole nodes the GPUs take, when the hardware says how many a node holds.
+std::string nodes_text(const std::vector<Metric>& metrics) {
+  const double* nodes = find(metrics, "nodes");
+  if (nodes == nullptr) return "";
+  return " (" + integer(*nodes) + (*nodes == 1 ? " node)" : " nodes)");
+}
+
 struct Section {
   const char* title;
   const char* prefix;
@@ -199,7 +206,7 @@ void print_summary(std::ostream& out, const SummaryHeader& header,
     line(out, "Deployment:",
          std::to_string(header.replicas) + (header.replicas == 1 ? " replica" : " replicas") +
              (unit ? "" : shape + " = " + (gpus ? integer(*gpus) : std::to_string(header.replicas * header.tp)) +
-                              " GPUs"));
+                              " GPUs" + nodes_text(metrics)));
   }
   if (const double* total = find(metrics, "kv_blocks_total"); total && !find(metrics, "kv_blocks_per_replica")) {
     line(out, "KV cache, all replicas:", integer(*total) + " blocks");
@@ -247,7 +254,8 @@ void print_summary(std::ostream& out, const SummaryHeader& header,
               fixed2);
   metric_line("Request goodput (req/" + std::string(per) + "):", "request_goodput", fixed2);
   metric_line("SLO attainment:", "slo_attainment", percent);
-  metric_line("Cost (USD/hour):", "cost_per_hour", fixed2);
+  metric_line(find(metrics, "priced_by_node") ? "Cost (USD/hour, by node):" : "Cost (USD/hour):", "cost_per_hour",
+              fixed2);
   metric_line("Cost (USD/M output tokens):", "cost_per_million_output_tokens", fixed2);
   metric_line("Preemptions:", "preemptions", integer);
   metric_line("Iterations:", "iterations", integer);

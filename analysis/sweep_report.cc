@@ -9,8 +9,10 @@
 #include "analysis/database.h"
 #include "analysis/model_band.h"
 #include "analysis/seed_stats.h"
+#include "analysis/slo.h"
 #include "analysis/sweep_db.h"
 #include "analysis/text_table.h"
+#include "sim/toml_fields.h"
 
 namespace servesim {
 namespace {
@@ -56,6 +58,43 @@ std::string format_cell(const Cell& c, bool csv) {
 }
 
 
+// Every metric of run `run_id`.
+std::vector<Metric> run_metrics(Database& db, int64_t run_id) {
+  std::vector<Metric> out;
+  sqlite3_stmt* st = nullptr;
+  if (sqlite3_prepare_v2(db.handle(), "SELECT name, value FROM metrics WHERE run_id = ?", -1, &st, nullptr) ==
+      SQLITE_OK) {
+    sqlite3_bind_int64(st, 1, run_id);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+      out.push_back({reinterpret_cast<const char*>(sqlite3_column_text(st, 0)), sqlite3_column_double(st, 1)});
+    }
+  }
+  sqlite3_finalize(st);
+  return out;
+}
+
+// A search's verdict on each of its probes (rows: point, keys..., status, run, ...), from the SLOs
+// of its stored definition: "pass" or "miss: why". Empty for other sweeps.
+Result<std::vector<std::string>> search_verdicts(Database& db, const StoredSweep& s,
+                                                 const std::vector<std::vector<Cell>>& rows,
+                                                 const std::vector<std::string>& errors) {
+  std::vector<std::string> out;
+  if (s.kind != "search") return out;
+  Result<toml::table> spec = parse_toml(s.spec, db.path() + ": search " + std::to_string(s.id));
+  if (!spec.ok()) return spec.error();
+  const toml::table* table = spec.value().get_as<toml::table>("slo");
+  Result<std::vector<Slo>> slos = slos_from_table(table != nullptr ? *table : toml::table{});
+  if (!slos.ok()) return slos.error();
+  const size_t status_column = 1 + s.keys.size();
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const Cell& run = rows[r][status_column + 1];
+    const std::vector<Metric> metrics = run.null ? std::vector<Metric>{} : run_metrics(db, static_cast<int64_t>(run.value));
+    const std::string miss = slo_miss(slos.value(), rows[r][status_column].text, errors[r], metrics);
+    out.push_back(miss.empty() ? "pass" : "miss: " + miss);
+  }
+  return out;
+}
+
 }  // namespace
 
 const std::vector<std::string>& sweep_table_metrics() {
@@ -95,14 +134,21 @@ Status print_sweep_report(const std::string& db_path, std::optional<int64_t> swe
   sqlite3_bind_int64(st, 1, s.id);
   std::vector<std::vector<Cell>> rows;
   std::vector<std::string> errors;
-  const int n = static_cast<int>(headers.size());
+  const int columns = static_cast<int>(headers.size());
   while (sqlite3_step(st) == SQLITE_ROW) {
     std::vector<Cell> row;
-    for (int i = 0; i < n; ++i) row.push_back(cell(st, i));
+    for (int i = 0; i < columns; ++i) row.push_back(cell(st, i));
     rows.push_back(std::move(row));
-    errors.push_back(cell(st, n).text);
+    errors.push_back(cell(st, columns).text);
   }
   sqlite3_finalize(st);
+  Result<std::vector<std::string>> verdicts = search_verdicts(db, s, rows, errors);
+  if (!verdicts.ok()) return verdicts.error();
+  if (!verdicts.value().empty()) {  // a search: each probe's verdict, as `sim search` printed it
+    headers.push_back("verdict");
+    for (size_t r = 0; r < rows.size(); ++r) rows[r].push_back(Cell{false, false, 0, verdicts.value()[r]});
+  }
+  const int n = static_cast<int>(headers.size());
   // Latencies read in milliseconds in the table, as the summary prints them.
   auto is_ms = [](const std::string& h) { return h.rfind("ttft", 0) == 0 || h.rfind("tpot", 0) == 0 || h.rfind("e2el", 0) == 0; };
   // A seeds sweep (`sim --seeds N`) also gets each headline metric's mean and 95 % CI over its runs.
@@ -195,7 +241,7 @@ Status print_sweep_report(const std::string& db_path, std::optional<int64_t> swe
       << ": " << rows.size() << " of " << s.points << " points recorded, status " << s.status << "\n";
   for (const auto& row : text) {
     for (size_t i = 0; i < row.size(); ++i) {
-      const bool left = i > 0 && i <= s.keys.size() + 1 && !rows.empty();
+      const bool left = ((i > 0 && i <= s.keys.size() + 1) || text[0][i] == "verdict") && !rows.empty();
       std::string cellv = row[i];
       const std::string pad(width[i] - cellv.size(), ' ');
       out << (i ? "  " : "") << (left ? cellv + pad : pad + cellv);

@@ -89,6 +89,9 @@ class Backend {
   virtual double kv_bytes_per_block() const { return 0; }
   // The hardware file's on-demand price of one GPU per hour (USD), or 0 when unknown.
   virtual double gpu_price_per_hour() const { return 0; }
+  // The hardware file's node: its GPUs (0 when unknown) and its price per hour (USD; 0 unknown).
+  virtual int32_t gpus_per_node() const { return 0; }
+  virtual double node_price_per_hour() const { return 0; }
   // The network between nodes, per GPU (hardware keys network_gbs, network_latency_us): bytes/s,
   // 0 when unknown; seconds, -1 when unknown.
   virtual double network_bandwidth() const { return 0; }

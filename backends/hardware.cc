@@ -1,5 +1,6 @@
 #include "backends/hardware.h"
 
+#include <cmath>
 #include <limits>
 #include <optional>
 #include <string_view>
@@ -63,6 +64,8 @@ constexpr NumberKey kNumbers[] = {
     {"gemm_half_rows", false, 0, true, 1e9, 1.0, &HardwareSpec::gemm_half_rows},
     {"gemm_tile_rows", false, 0, true, 65536, 1.0, &HardwareSpec::gemm_tile_rows},
     {"price_per_hour_usd", false, 0, true, 1e6, 1.0, &HardwareSpec::price_per_hour_usd},
+    {"gpus_per_node", false, 1, true, 1024, 1.0, &HardwareSpec::gpus_per_node},
+    {"node_price_per_hour_usd", false, 0, true, 1e7, 1.0, &HardwareSpec::node_price_per_hour_usd},
 };
 
 const NumberKey* number_key(std::string_view key) {
@@ -159,7 +162,7 @@ Result<HardwareSpec> load_hardware(const std::string& path) {
                                 "attention_efficiency", "prefill_attention_efficiency",
                                 "prefill_self_attention_efficiency", "calibration",
                                 "overhead_us", "attention_sequence_us", "gemm_half_rows", "gemm_tile_rows",
-                                "price_per_hour_usd"});
+                                "price_per_hour_usd", "gpus_per_node", "node_price_per_hour_usd"});
       !s) {
     return s.error();
   }
@@ -186,6 +189,9 @@ Result<HardwareSpec> load_hardware(const std::string& path) {
   if (hw.prefill_self_attention_efficiency > 0 && hw.prefill_self_attention_efficiency < 1e-3) {
     return f.expected("prefill_self_attention_efficiency",
                       "0 (as prefill_attention_efficiency) or a number in [0.001, 1]");
+  }
+  if (hw.gpus_per_node != std::floor(hw.gpus_per_node)) {
+    return f.expected("gpus_per_node", "a whole number of GPUs, e.g. 8");
   }
   if (const toml::node* bf16 = root.get("bf16")) {
     const auto* b = bf16->as_boolean();

@@ -53,12 +53,21 @@ struct HardwareSpec {
   // User's Guide"; cuBLAS on an A100 steps every 128 rows). 0 = no rounding.
   double gemm_tile_rows = 0;
   double price_per_hour_usd = 0;  // on-demand price of one GPU per hour (USD); 0 = unknown
+  // A node of this GPU (the cloud instance or server the price comes from): how many GPUs it
+  // holds, and its price per hour (USD); 0 = unknown (the node's price: gpus_per_node x the GPU's).
+  double gpus_per_node = 0;
+  double node_price_per_hour_usd = 0;
 
   // The uncertainty of a calibrated file's fitted keys (its [calibration] table, written by `sim
   // calibrate`): the keys (file names, e.g. "gemm_efficiency", "attention_sequence_us") and one row
   // of their values (file units) per bootstrap resample of the measurements. Empty otherwise.
   std::vector<std::string> calibration_keys;
   std::vector<std::vector<double>> calibration_samples;
+
+  // The price of one node per hour (USD): node_price_per_hour_usd, else gpus_per_node x the GPU's.
+  double node_price() const {
+    return node_price_per_hour_usd > 0 ? node_price_per_hour_usd : gpus_per_node * price_per_hour_usd;
+  }
 
   // FLOP per byte where compute time and memory time meet (dense FP16 over bandwidth).
   double ridge_point() const { return memory_bandwidth > 0 ? fp16_flops / memory_bandwidth : 0; }

@@ -31,6 +31,8 @@ class RooflineBackend final : public Backend {
   std::string model_path() const override { return model_.model().path; }
   double kv_bytes_per_block() const override { return memory_.block_bytes * model_.options().tp; }
   double gpu_price_per_hour() const override { return model_.hardware().price_per_hour_usd; }
+  int32_t gpus_per_node() const override { return static_cast<int32_t>(model_.hardware().gpus_per_node); }
+  double node_price_per_hour() const override { return model_.hardware().node_price(); }
   double network_bandwidth() const override { return model_.hardware().network_bandwidth; }
   double network_latency() const override { return model_.hardware().network_latency; }
 

@@ -70,6 +70,11 @@ po::options_description run_options() {
     ("burstiness", po::value<std::string>()->value_name("B"),
      "gamma shape of generated arrivals, as vLLM bench (1 = Poisson; < 1 burstier)  [burstiness]")
     ("time-scale", po::value<std::string>()->value_name("F"), "multiply every arrival time by F  [time_scale]")
+    ("rate-scale", po::value<std::string>()->value_name("F"),
+     "F times the arrival rate, keeping the trace's shape: every arrival time divided by F (time_scale 1/F)  [rate_scale]")
+    ("price-by", po::value<std::string>()->value_name("gpu|node"),
+     "cost of the GPUs (the default), or of the whole nodes they take: the replicas packed into nodes of the "
+     "hardware's gpus_per_node, at its node_price_per_hour_usd  [price_by]")
     ("num-prompts", po::value<std::string>()->value_name("N"), "the first N requests only  [num_prompts]")
     ("max-concurrency", po::value<std::string>()->value_name("C"),
      "closed loop: at most C requests in flight; the next is sent when one finishes  [max_concurrency]")
@@ -116,7 +121,7 @@ Status apply_flags(const po::variables_map& vm, toml::table& table) {
   const std::pair<const char*, const char*> strings[] = {
       {"trace", "trace"}, {"policy", "policy.name"}, {"router", "router.name"}, {"backend", "backend"}, {"hardware", "hardware"},
       {"model", "model"}, {"db", "db"}, {"db-sync", "db_sync"}, {"name", "name"}, {"dtype", "dtype"},
-      {"kv-cache-dtype", "kv.dtype"}, {"metric-percentiles", "metric_percentiles"}};
+      {"kv-cache-dtype", "kv.dtype"}, {"metric-percentiles", "metric_percentiles"}, {"price-by", "price_by"}};
   for (const auto& [flag, key] : strings) {
     if (vm.count(flag) == 0) continue;
     Status s = set_path(table, key, toml::value<std::string>(vm[flag].as<std::string>()));
@@ -141,6 +146,7 @@ Status apply_flags(const po::variables_map& vm, toml::table& table) {
   // in a --config file.
   const std::pair<const char*, const char*> values[] = {
       {"request-rate", "request_rate"}, {"burstiness", "burstiness"}, {"time-scale", "time_scale"},
+      {"rate-scale", "rate_scale"},
       {"num-prompts", "num_prompts"}, {"max-concurrency", "max_concurrency"}, {"log", "log"}};
   for (const auto& [flag, key] : values) {
     if (vm.count(flag) == 0) continue;
@@ -243,7 +249,11 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
   // A progress line only where someone watches: stderr a terminal, and no --quiet.
   if (vm.count("quiet") == 0 && ::isatty(STDERR_FILENO) == 1) env.progress = &err;
   Result<RunOutput> ran = run_configuration(config, env);
-  if (!ran.ok()) return bad_input(err, ran.error().message);
+  if (!ran.ok()) {
+    if (!ran.error().storage) return bad_input(err, ran.error().message);
+    err << "sim: writing " << config.db << " failed: " << ran.error().message << "\n";
+    return kExitFailed;
+  }
   const RunOutput& result = ran.value();
   if (result.run_id == 0) {  // interrupted while loading
     err << "sim: " << result.error << "\n";

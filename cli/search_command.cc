@@ -29,8 +29,8 @@ void print_search_help(std::ostream& out, const po::options_description& o) {
          "is recorded in the database as a point of one search (sim report --sweep).\n\n"
       << o
       << "\nExamples:\n"
-         "  sim search --trace ../shared/traces/AzureLLMInferenceTrace_conv.csv --model llama-3-8b --slo p99_ttft=2s\n"
-         "  sim search --trace ../shared/traces/AzureLLMInferenceTrace_conv.csv --model llama-3-70b --request-rate 11 --slo p99_ttft=2s \\\n"
+         "  sim search --trace azure-conv.csv --model llama-3-8b --slo p99_ttft=2s\n"
+         "  sim search --trace azure-conv.csv --model llama-3-70b --request-rate 11 --slo p99_ttft=2s \\\n"
          "      --grid hardware=a100-80gb,h100-sxm --grid tp=4,8 --grid replicas=1,2,3,4,6,8 --minimize cost_per_hour\n";
 }
 
@@ -60,16 +60,28 @@ void print_table(std::ostream& out, const std::vector<std::vector<std::string>>&
   }
 }
 
-std::vector<std::string> probe_cells(const SearchProbe& p) {
-  const PointOutcome& o = p.outcome;
-  return {metric_text(o, "gpus", 1, "%.0f"),         metric_text(o, "request_throughput", 1, "%.2f"),
-          metric_text(o, "ttft_p99", 1e3, "%.1f"),   metric_text(o, "tpot_p99", 1e3, "%.1f"),
-          metric_text(o, "e2el_p99", 1e3, "%.0f"),   metric_text(o, "cost_per_hour", 1, "%.2f"),
-          p.miss.empty() ? "pass" : "miss: " + p.miss};
+// The share of requests the probe rejected: "0", "45.0%".
+std::string rejected_text(const PointOutcome& o) {
+  const std::optional<double> rejected = find_metric(o.metrics, "rejected");
+  if (!rejected) return "-";
+  const double total = *rejected + find_metric(o.metrics, "completed").value_or(0);
+  if (*rejected == 0 || total == 0) return "0";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f%%", *rejected / total * 100);
+  return buf;
 }
 
-const std::vector<std::string> kProbeHeaders = {"gpus", "req/s", "p99_ttft_ms", "p99_tpot_ms",
-                                                "p99_e2el_ms", "usd/hour", "verdict"};
+std::vector<std::string> probe_cells(const SearchProbe& p) {
+  const PointOutcome& o = p.outcome;
+  return {metric_text(o, "gpus", 1, "%.0f"),         metric_text(o, "nodes", 1, "%.0f"),
+          metric_text(o, "request_throughput", 1, "%.2f"),
+          metric_text(o, "ttft_p99", 1e3, "%.1f"),   metric_text(o, "tpot_p99", 1e3, "%.1f"),
+          metric_text(o, "e2el_p99", 1e3, "%.0f"),   rejected_text(o),
+          metric_text(o, "cost_per_hour", 1, "%.2f"), p.miss.empty() ? "pass" : "miss: " + p.miss};
+}
+
+const std::vector<std::string> kProbeHeaders = {"gpus", "nodes", "req/s", "p99_ttft_ms", "p99_tpot_ms",
+                                                "p99_e2el_ms", "rejected", "usd/hour", "verdict"};
 
 }  // namespace
 
@@ -82,7 +94,8 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
     ("grid", po::value<std::vector<std::string>>()->value_name("KEY=V1,V2")->composing(),
      "search the cheapest configuration over these values (replicas is searched, the others enumerated)")
     ("minimize", po::value<std::string>()->value_name("WHAT"),
-     "with --grid: gpus (default) | cost_per_hour | cost_per_million_output_tokens")
+     "with --grid: gpus (default) | nodes (whole nodes of the hardware's gpus_per_node) | cost_per_hour | "
+     "cost_per_million_output_tokens (priced by GPU, or by node with --price-by node)")
     ("start-rate", po::value<double>()->value_name("R"), "without --grid: the first rate probed (default 1 req/s)")
     ("precision", po::value<double>()->value_name("F"), "without --grid: stop when the rate is known within F (default 0.01)")
     ("jobs,j", po::value<int>()->value_name("N"), "probes run at once (default: the cores)");
@@ -130,9 +143,10 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
   }
   if (vm.count("minimize")) {
     spec.minimize = vm["minimize"].as<std::string>();
-    if (spec.minimize != "gpus" && spec.minimize != "cost_per_hour" &&
+    if (spec.minimize != "gpus" && spec.minimize != "nodes" && spec.minimize != "cost_per_hour" &&
         spec.minimize != "cost_per_million_output_tokens") {
-      return bad("--minimize '" + spec.minimize + "': expected gpus, cost_per_hour or cost_per_million_output_tokens");
+      return bad("--minimize '" + spec.minimize +
+                 "': expected gpus, nodes, cost_per_hour or cost_per_million_output_tokens");
     }
     if (spec.grid.empty()) return bad("--minimize chooses among the configurations of a --grid");
   }
@@ -157,7 +171,11 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
   const auto started = std::chrono::steady_clock::now();
   Result<SearchResult> ran = run_search(spec, options);
   if (tty) err << "\r" << std::string(40, ' ') << "\r";
-  if (!ran.ok()) return bad(ran.error().message);
+  if (!ran.ok()) {
+    if (!ran.error().storage) return bad(ran.error().message);
+    err << "sim search: " << ran.error().message << "\n";
+    return kExitFailed;
+  }
   const SearchResult& r = ran.value();
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 
@@ -218,8 +236,12 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
         for (size_t i = 0; i < r.keys.size(); ++i) {
           if (r.keys[i] == "replicas") replicas = value_text(p.values[i]);
         }
-        row.push_back(replicas);
+        // Fewer replicas were not run (they could not beat the best): this count is an upper bound.
+        row.push_back(f.untried.empty() ? replicas : "<=" + replicas);
         for (std::string& c : probe_cells(p)) row.push_back(std::move(c));
+        if (!f.untried.empty()) {
+          row.back() += " (" + f.untried + " not run: cannot beat the best)";
+        }
       }
       rows.push_back(std::move(row));
     }
@@ -229,6 +251,10 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
   std::snprintf(line, sizeof line, "%zu probes in %.2f s with %d jobs; search %lld in %s\n", r.probes.size(),
                 wall, options.jobs, static_cast<long long>(r.sweep_id), r.db_path.c_str());
   out << line << "Answer: " << r.answer << "\n";
+  if (!r.storage_error.empty()) {
+    err << "sim search: " << r.storage_error << "\n";
+    return kExitFailed;
+  }
   if (r.interrupted) return kExitInterrupted;
   return kExitOk;
 }

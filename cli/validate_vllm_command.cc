@@ -45,7 +45,7 @@ constexpr const char* kUsage =
     "with --db; --write-simulated writes it as a vLLM result file of its own.\n";
 
 // The run options that describe the workload, which here is the file's.
-constexpr const char* kFromFile[] = {"trace", "request-rate", "burstiness", "time-scale", "num-prompts",
+constexpr const char* kFromFile[] = {"trace", "request-rate", "burstiness", "time-scale", "rate-scale", "num-prompts",
                                      "max-concurrency"};
 
 po::options_description own_options() {

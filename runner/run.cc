@@ -35,14 +35,18 @@ std::string cache_key(const std::string& path, std::optional<uint64_t> seed, con
   return path + buf;
 }
 
+}  // namespace
+
 LoadControls load_controls(const RunConfig& c) {
   LoadControls l;
   l.request_rate = c.request_rate;
   l.burstiness = c.burstiness;
-  l.time_scale = c.time_scale;
+  l.time_scale = c.time_scale > 0 ? c.time_scale : c.rate_scale > 0 ? 1.0 / c.rate_scale : 0;
   l.num_prompts = c.num_prompts;
   return l;
 }
+
+namespace {
 
 // log_resolution "auto" (0) for the workload: by its last arrival that does not follow another
 // request (auto_timeline_resolution); 0 beside a trace's reading until it is read whole, 1 for a
@@ -290,6 +294,15 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
   // The files the backend actually uses (its defaults included), for the record.
   if (!first.hardware_path().empty()) hardware = first.hardware_path();
   if (!first.model_path().empty()) model = first.model_path();
+  if (config.price_by_node && config.gpus_per_node == 0) {
+    for (const std::unique_ptr<Backend>& b : backends) {
+      if (b->gpus_per_node() > 0 || b->counts_steps()) continue;
+      const std::string what = b->hardware_path().empty() ? "the " + config.backend + " backend"
+                                                          : "hardware " + b->hardware_path();
+      return Error{"price_by = \"node\": " + what + " gives no gpus_per_node: add it to the file, or "
+                   "--set gpus_per_node=N (and node_price_per_hour_usd)"};
+    }
+  }
 
   // 2. The database and the run's row: from here on the run is recorded, whatever happens.
   // The router, checked before anything is recorded: an unknown name or option is bad input.
@@ -366,7 +379,7 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
   Result<int64_t> run_id = int64_t{-1};
   if (beside == nullptr) {
     run_id = begin_run(*db);
-    if (!run_id.ok()) return run_id.error();
+    if (!run_id.ok()) return storage_error(run_id.error());
   }
   // Beside a trace's reading, the run's row (and the database, unless given) once the trace is read
   // whole and good, on the reader's thread: the run goes on meanwhile, and its rows wait for it
@@ -408,7 +421,7 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
           if (run_id.ok()) {
             opened = DbRecorder::Opened{db, run_id.value(), resolution};
           } else {
-            open_error = run_id.error();
+            open_error = storage_error(run_id.error());
           }
         }
         if (open_error) beside->cut(open_error->message);
@@ -448,6 +461,13 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
   mo.percentiles = config.metric_percentiles;
   mo.price_per_gpu_hour = config.price_per_hour_usd >= 0 ? config.price_per_hour_usd
                                                           : first.gpu_price_per_hour();
+  const auto node_of = [&](const Backend& b, int32_t& gpus, double& price, double gpu_price) {
+    const NodePrice n = node_price(config, b.gpus_per_node(), b.node_price_per_hour(), gpu_price);
+    gpus = n.gpus;
+    price = n.per_hour;
+  };
+  node_of(first, mo.gpus_per_node, mo.node_price_per_hour, mo.price_per_gpu_hour);
+  mo.price_by_node = config.price_by_node;
   mo.kv_blocks = config.kv_blocks >= 0 ? config.kv_blocks : first.kv_blocks(config.block_size);
   mo.block_size = config.block_size;
   mo.kv_bytes_per_token = first.kv_bytes_per_block() / config.block_size;
@@ -458,6 +478,8 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
       shape.count = groups[g].count;
       shape.tp = counts_steps ? 1 : (groups[g].tp > 0 ? groups[g].tp : config.tp);
       shape.price_per_gpu_hour = config.price_per_hour_usd >= 0 ? config.price_per_hour_usd : b.gpu_price_per_hour();
+      node_of(b, shape.gpus_per_node, shape.node_price_per_hour, shape.price_per_gpu_hour);
+      shape.hardware = b.hardware_path();
       shape.kv_blocks = config.kv_blocks >= 0 ? config.kv_blocks : b.kv_blocks(config.block_size);
       shape.kv_bytes_per_token = b.kv_bytes_per_block() / config.block_size;
       mo.groups.push_back(shape);

@@ -77,6 +77,9 @@ struct RunOutput {
   std::optional<double> metric(std::string_view name) const;
 };
 
+// The load controls of a configuration (rate_scale F as time_scale 1/F).
+LoadControls load_controls(const RunConfig& config);
+
 // Runs `config`. Errors (nothing written): a preset, file, option or workload that cannot be used.
 Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironment& env = {});
 

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <map>
 #include <sstream>
 
 #include "analysis/sweep_db.h"
@@ -16,119 +15,335 @@
 namespace servesim {
 namespace {
 
-const char* const kStats[] = {"mean", "p50", "p90", "p99"};
-const char* const kLatencies[] = {"ttft", "tpot", "itl", "e2el", "queue"};
-
-std::string known_slo_keys() {
-  std::string out;
-  for (const char* s : kStats) {
-    for (const char* l : kLatencies) out += std::string(out.empty() ? "" : ", ") + s + "_" + l;
-  }
-  return out + ", slo_attainment, rejected";
-}
-
 std::string rate_text(double r) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.4g", r);
   return buf;
 }
 
-std::optional<double> metric_of(const PointOutcome& o, const std::string& name) {
-  return find_metric(o.metrics, name);
+// The shape of `count` replicas at `tp` on `hardware` (the configuration's when empty), priced as
+// the run would price them; nullopt when the hardware cannot be read.
+std::optional<ReplicaGroupShape> shape_of(const RunConfig& c, int32_t count, int32_t tp, const std::string& hardware) {
+  const std::string name = !hardware.empty() ? hardware : !c.hardware.empty() ? c.hardware : kDefaultHardware;
+  Result<std::string> path = resolve_preset(name, PresetKind::kHardware, "hardware");
+  if (!path.ok()) return std::nullopt;
+  Result<HardwareSpec> hw = load_hardware(path.value());
+  if (!hw.ok()) return std::nullopt;
+  ReplicaGroupShape shape;
+  shape.count = count;
+  shape.tp = tp;
+  shape.price_per_gpu_hour = c.price_per_hour_usd >= 0 ? c.price_per_hour_usd : hw.value().price_per_hour_usd;
+  const NodePrice node = node_price(c, static_cast<int32_t>(hw.value().gpus_per_node), hw.value().node_price(),
+                                    shape.price_per_gpu_hour);
+  shape.gpus_per_node = node.gpus;
+  shape.node_price_per_hour = node.per_hour;
+  shape.hardware = path.value();
+  return shape;
 }
 
-// The cost a probe's configuration has before it runs (gpus, cost_per_hour), or nullopt when only a
-// run can tell (cost_per_million_output_tokens, or a configuration that does not resolve).
+// The cost a probe's configuration has before it runs (gpus, nodes, cost_per_hour), or nullopt
+// when only a run can tell (cost_per_million_output_tokens, or a configuration that does not
+// resolve).
 std::optional<double> cost_before_run(const toml::table& table, const std::string& minimize) {
   if (minimize == "cost_per_million_output_tokens") return std::nullopt;
-  Result<RunConfig> c = resolve_config(table);
-  if (!c.ok()) return std::nullopt;
-  const double gpus = static_cast<double>(c.value().replicas) * c.value().tp;
-  if (minimize == "gpus") return gpus;
-  double price = c.value().price_per_hour_usd;
-  if (price < 0) {
-    Result<std::string> path = resolve_preset(c.value().hardware.empty() ? kDefaultHardware : c.value().hardware,
-                                              PresetKind::kHardware, "hardware");
-    if (!path.ok()) return std::nullopt;
-    Result<HardwareSpec> hw = load_hardware(path.value());
-    if (!hw.ok()) return std::nullopt;
-    price = hw.value().price_per_hour_usd;
+  Result<RunConfig> resolved = resolve_config(table);
+  if (!resolved.ok() || resolved.value().backend != "roofline") return std::nullopt;
+  const RunConfig& c = resolved.value();
+  std::vector<ReplicaGroupShape> shapes;
+  if (c.replica_groups.empty()) {
+    if (auto s = shape_of(c, c.replicas, c.tp, "")) shapes.push_back(*s);
   }
-  if (!(price > 0)) return std::nullopt;
-  return gpus * price;
+  for (const ReplicaGroup& g : c.replica_groups) {
+    if (auto s = shape_of(c, g.count, g.tp > 0 ? g.tp : c.tp, g.hardware)) shapes.push_back(*s);
+  }
+  if (shapes.size() != std::max<size_t>(1, c.replica_groups.size())) return std::nullopt;
+  const DeploymentCost cost = deployment_cost(shapes, c.price_by_node);
+  if (minimize == "gpus") return cost.gpus;
+  if (minimize == "nodes") return cost.nodes >= 0 ? std::optional<double>(static_cast<double>(cost.nodes)) : std::nullopt;
+  return cost.per_hour >= 0 ? std::optional<double>(cost.per_hour) : std::nullopt;
+}
+
+// The state of one search: its sweeps row, its probes, and how to run a round of them.
+class Searcher {
+ public:
+  Searcher(const SearchSpec& spec, const SearchOptions& options, SearchResult& result)
+      : spec_(spec), options_(options), result_(result) {}
+
+  bool stopped() const {
+    return (options_.stop != nullptr && options_.stop->load()) || !result_.storage_error.empty();
+  }
+
+  // Runs a round of probes in parallel; returns their indices in result.probes.
+  std::vector<size_t> run_round(std::vector<toml::table> tables, std::vector<std::vector<const toml::node*>> values) {
+    std::vector<int64_t> ids;
+    for (size_t i = 0; i < tables.size(); ++i) {
+      ids.push_back(static_cast<int64_t>(result_.probes.size() + i));
+      tables[i].insert_or_assign("name", (spec_.name.empty() ? std::string("search") : spec_.name) + " probe " +
+                                             std::to_string(ids.back()));
+      if (!tables[i].contains("log")) tables[i].insert("log", "summary");
+    }
+    std::vector<PointOutcome> out = run_points(tables, ids, values, result_.keys, result_.sweep_id,
+                                               result_.db_path, options_.jobs, cache_, options_.stop);
+    std::vector<size_t> indices;
+    for (size_t i = 0; i < out.size(); ++i) {
+      SearchProbe p;
+      p.point = ids[i];
+      p.values = values[i];
+      p.outcome = std::move(out[i]);
+      p.miss = slo_miss(spec_.slos, p.outcome);
+      if (p.outcome.storage_failed && result_.storage_error.empty()) result_.storage_error = p.outcome.error;
+      indices.push_back(result_.probes.size());
+      result_.probes.push_back(std::move(p));
+      if (options_.on_probe) options_.on_probe(result_.probes.back());
+    }
+    return indices;
+  }
+
+  void max_rate();
+  void cheapest();
+
+ private:
+  // Probes at these rates, one round.
+  std::vector<size_t> rate_round(const std::vector<double>& rates);
+  // The miss of the probe at rate `r`.
+  std::string miss_at(double r) const;
+  // Cheapest: the fewest replicas that pass for combination `combo` of the other keys.
+  void search_combination(int64_t combo);
+  std::string cost_text(double cost, const std::vector<Metric>& metrics) const;
+
+  const SearchSpec& spec_;
+  const SearchOptions& options_;
+  SearchResult& result_;
+  WorkloadCache cache_;
+  // Cheapest mode.
+  struct Grid {
+    size_t replicas_axis = 0;  // == number of axes: none
+    std::vector<int64_t> replica_order;  // indices into the replicas axis, by value
+    int64_t nrep = 1, stride = 1;
+    int64_t point_of(int64_t combo, int64_t ri, size_t axes) const {
+      if (replicas_axis >= axes) return combo;
+      const int64_t high = combo / stride, low = combo % stride;
+      return (high * nrep + ri) * stride + low;
+    }
+  } g_;
+  double best_cost_ = INFINITY;
+  int64_t best_grid_point_ = -1;
+};
+
+std::vector<size_t> Searcher::rate_round(const std::vector<double>& rates) {
+  std::vector<toml::table> tables;
+  std::vector<std::vector<const toml::node*>> values;
+  for (double r : rates) {
+    toml::table t = spec_.fixed;
+    t.insert_or_assign("request_rate", r);
+    t.erase("time_scale");  // the rate probed replaces the workload's own, however scaled
+    t.erase("rate_scale");
+    tables.push_back(std::move(t));
+    auto v = std::make_shared<toml::array>();
+    v->push_back(r);
+    values.push_back({v->get(0)});
+    result_.owned_rates.push_back(std::move(v));
+  }
+  return run_round(std::move(tables), std::move(values));
+}
+
+std::string Searcher::miss_at(double r) const {
+  for (const SearchProbe& p : result_.probes) {
+    if (!p.miss.empty() && std::abs(p.values[0]->value_or(0.0) - r) < 1e-12 * r) return p.miss;
+  }
+  return "miss";
+}
+
+// Max rate: doubling (or halving) until the edge is bracketed, then a k-ary search in [pass, miss].
+void Searcher::max_rate() {
+  double lo = 0, hi = 0;  // the largest rate that passed, the smallest that missed (0: none yet)
+  int64_t best = -1;
+  double r = spec_.start_rate;
+  while (!stopped()) {  // exponential phase
+    const size_t i = rate_round({r}).front();
+    if (result_.probes[i].miss.empty()) {
+      lo = r;
+      best = static_cast<int64_t>(i);
+      if (hi > 0 || r * 2 > spec_.max_rate) break;
+      r *= 2;
+    } else {
+      hi = r;
+      if (lo > 0 || r / 2 < 1e-6) break;
+      r /= 2;
+    }
+  }
+  const int k = std::max(1, options_.jobs);
+  while (!stopped() && lo > 0 && hi > 0 && hi / lo - 1 > spec_.precision) {
+    std::vector<double> rates;
+    for (int j = 1; j <= k; ++j) rates.push_back(lo + (hi - lo) * j / (k + 1));
+    const std::vector<size_t> got = rate_round(rates);
+    // Monotone: the pass below the first miss raises lo; the first miss lowers hi.
+    for (size_t j = 0; j < got.size(); ++j) {
+      if (result_.probes[got[j]].miss.empty()) {
+        lo = rates[j];
+        best = static_cast<int64_t>(got[j]);
+      } else {
+        hi = rates[j];
+        break;
+      }
+    }
+  }
+  result_.rate = lo;
+  result_.found = lo > 0;
+  result_.best_point = best;
+  if (stopped()) return;
+  if (!result_.found) {
+    result_.answer = "no rate down to 1e-6 req/s meets the SLOs (" + result_.probes.back().miss + ")";
+  } else if (hi == 0) {
+    result_.answer = "every rate up to " + rate_text(lo) + " req/s meets the SLOs (the search stops there)";
+  } else {
+    result_.answer = "max request_rate " + rate_text(lo) + " req/s meets the SLOs (" + rate_text(hi) +
+                     " misses: " + miss_at(hi) + ")";
+  }
+}
+
+// "5-7" or "5": replica counts of the replicas axis at order positions [from, to).
+std::string count_range(const toml::array& values, const std::vector<int64_t>& order, int64_t from, int64_t to) {
+  if (from >= to) return "";
+  const auto at = [&](int64_t i) { return plain_value(*values.get(static_cast<size_t>(order[static_cast<size_t>(i)]))); };
+  return from + 1 == to ? at(from) : at(from) + "-" + at(to - 1);
+}
+
+void Searcher::search_combination(int64_t c) {
+  const SweepSpec& grid = *result_.owned_grid;
+  const size_t axes = spec_.grid.size();
+  // Binary search for the smallest passing replicas index in replica_order: [lo, hi) unknown,
+  // everything below lo misses, hi passes (hi == n: none passes yet).
+  int64_t lo = 0, hi = static_cast<int64_t>(g_.replica_order.size());
+  int64_t found = -1;
+  bool pruned = false;
+  std::string last_miss;  // of the probe with the most replicas that missed
+  while (lo < hi && !stopped()) {
+    // k-ary: up to jobs probes spread over [lo, hi), skipping counts that cannot win.
+    const int64_t span = hi - lo;
+    const int64_t k = std::min<int64_t>(std::max(1, options_.jobs), span);
+    std::vector<int64_t> picks;
+    for (int64_t j = 1; j <= k; ++j) picks.push_back(lo + (span * j) / (k + 1));
+    picks.erase(std::unique(picks.begin(), picks.end()), picks.end());
+    // Prune: the cheapest candidate left (at lo) cannot beat the best so far.
+    const int64_t gp_lo = g_.point_of(c, g_.replica_order[static_cast<size_t>(lo)], axes);
+    if (auto cost = cost_before_run(grid.point_table(gp_lo), spec_.minimize);
+        cost && !(*cost < best_cost_ || (*cost == best_cost_ && gp_lo < best_grid_point_))) {
+      pruned = true;
+      break;
+    }
+    std::vector<toml::table> tables;
+    std::vector<std::vector<const toml::node*>> values;
+    for (int64_t pick : picks) {
+      const int64_t gp = g_.point_of(c, g_.replica_order[static_cast<size_t>(pick)], axes);
+      tables.push_back(grid.point_table(gp));
+      tables.back().erase("name");
+      values.push_back(grid.values(gp));
+    }
+    const std::vector<size_t> got = run_round(std::move(tables), std::move(values));
+    int64_t first_pass = -1;
+    for (size_t j = 0; j < got.size(); ++j) {
+      if (result_.probes[got[j]].miss.empty()) {
+        first_pass = static_cast<int64_t>(j);
+        break;
+      }
+    }
+    if (first_pass < 0) {
+      last_miss = result_.probes[got.back()].miss;
+      lo = picks.back() + 1;
+    } else {
+      hi = picks[static_cast<size_t>(first_pass)];
+      found = static_cast<int64_t>(got[static_cast<size_t>(first_pass)]);
+      if (first_pass > 0) {
+        last_miss = result_.probes[got[static_cast<size_t>(first_pass) - 1]].miss;
+        lo = picks[static_cast<size_t>(first_pass) - 1] + 1;
+      }
+    }
+  }
+  std::string label;
+  const std::vector<const toml::node*> v = grid.values(g_.point_of(c, 0, axes));
+  const std::vector<std::string> keys = grid.keys();
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (g_.replicas_axis < axes && keys[i] == "replicas") continue;
+    label += (label.empty() ? "" : " ") + keys[i] + "=" + plain_value(*v[i]);
+  }
+  SearchResult::FrontierRow row{label.empty() ? std::string("(fixed)") : label, found, "", ""};
+  if (pruned && found < 0) {
+    row.note = "not run further: cannot beat the best found before it";
+  } else if (found < 0) {
+    row.note = last_miss.empty() ? "not run" : "no replica count meets the SLOs (" + last_miss + ")";
+  } else if (pruned) {
+    row.untried = count_range(spec_.grid[g_.replicas_axis].values, g_.replica_order, lo, hi);
+  }
+  result_.frontier.push_back(std::move(row));
+  if (found < 0) return;
+  const double cost = find_metric(result_.probes[static_cast<size_t>(found)].outcome.metrics, spec_.minimize)
+                          .value_or(INFINITY);
+  const int64_t gp = g_.point_of(c, g_.replica_order[static_cast<size_t>(hi)], axes);
+  if (cost < best_cost_ || (cost == best_cost_ && gp < best_grid_point_)) {
+    best_cost_ = cost;
+    best_grid_point_ = gp;
+    result_.best_point = found;
+  }
+}
+
+// "6.559 USD per million output tokens; 8 GPUs = 1 node": what the answer minimised, then its
+// GPUs and the whole nodes they take (when the hardware says how many GPUs a node holds).
+std::string Searcher::cost_text(double cost, const std::vector<Metric>& metrics) const {
+  const std::string& m = spec_.minimize;
+  std::string text = format_number(cost) + (m == "gpus"            ? " GPUs"
+                                            : m == "nodes"         ? " nodes"
+                                            : m == "cost_per_hour" ? " USD/hour"
+                                                                   : " USD per million output tokens");
+  const std::optional<double> gpus = find_metric(metrics, "gpus"), nodes = find_metric(metrics, "nodes");
+  if (nodes) {
+    const std::string n = format_number(*nodes) + (*nodes == 1 ? " node" : " nodes");
+    text += m == "gpus" ? " = " + n : m == "nodes" ? " = " + format_number(gpus.value_or(0)) + " GPUs" : "; " +
+                                          format_number(gpus.value_or(0)) + " GPUs = " + n;
+  } else if (m != "gpus" && gpus) {
+    text += "; " + format_number(*gpus) + " GPUs";
+  }
+  if (find_metric(metrics, "priced_by_node").value_or(0) > 0 && m != "gpus" && m != "nodes") text += ", priced by node";
+  return text;
+}
+
+// Cheapest: combinations of the other keys, each with a binary search over replicas.
+void Searcher::cheapest() {
+  result_.owned_grid = std::make_shared<SweepSpec>(SweepSpec{"", "summary", spec_.fixed, spec_.grid});
+  const SweepSpec& grid = *result_.owned_grid;
+  const size_t axes = spec_.grid.size();
+  g_.replicas_axis = axes;
+  for (size_t i = 0; i < axes; ++i) {
+    if (spec_.grid[i].key == "replicas") g_.replicas_axis = i;  // a tuple with replicas is enumerated
+  }
+  if (g_.replicas_axis < axes) {
+    const toml::array& v = spec_.grid[g_.replicas_axis].values;
+    for (size_t i = 0; i < v.size(); ++i) g_.replica_order.push_back(static_cast<int64_t>(i));
+    std::stable_sort(g_.replica_order.begin(), g_.replica_order.end(), [&](int64_t a, int64_t b) {
+      return v.get(static_cast<size_t>(a))->value_or(int64_t{0}) < v.get(static_cast<size_t>(b))->value_or(int64_t{0});
+    });
+    g_.nrep = static_cast<int64_t>(v.size());
+    for (size_t i = axes; i-- > g_.replicas_axis + 1;) g_.stride *= static_cast<int64_t>(spec_.grid[i].values.size());
+  } else {
+    g_.replica_order.push_back(0);
+  }
+  const int64_t combos = grid.num_points() / g_.nrep;
+  for (int64_t c = 0; c < combos && !stopped(); ++c) search_combination(c);
+  result_.found = result_.best_point >= 0;
+  if (stopped()) return;
+  if (!result_.found) {
+    result_.answer = "no configuration of the grid meets the SLOs";
+    return;
+  }
+  const SearchProbe& p = result_.probes[static_cast<size_t>(result_.best_point)];
+  std::string what;
+  for (size_t i = 0; i < result_.keys.size(); ++i) {
+    what += (what.empty() ? "" : " ") + result_.keys[i] + "=" + plain_value(*p.values[i]);
+  }
+  result_.answer = "cheapest: " + what + " (" + cost_text(best_cost_, p.outcome.metrics) + ")";
 }
 
 }  // namespace
-
-Result<Slo> parse_slo(const std::string& token) {
-  const size_t eq = token.find('=');
-  const std::string quoted = "--slo '" + token + "'";
-  if (eq == std::string::npos || eq == 0) {
-    return Error{quoted + ": expected KEY=VALUE, e.g. p99_ttft=2s (keys: " + known_slo_keys() + ")"};
-  }
-  Slo slo;
-  slo.key = token.substr(0, eq);
-  std::string value = token.substr(eq + 1);
-  if (slo.key == "slo_attainment" || slo.key == "rejected") {
-    slo.metric = slo.key;
-    slo.at_least = slo.key == "slo_attainment";
-  } else {
-    const size_t us = slo.key.find('_');
-    const std::string stat = slo.key.substr(0, us), what = us == std::string::npos ? "" : slo.key.substr(us + 1);
-    const bool ok_stat = std::find(std::begin(kStats), std::end(kStats), stat) != std::end(kStats);
-    const bool ok_what = std::find(std::begin(kLatencies), std::end(kLatencies), what) != std::end(kLatencies);
-    if (!ok_stat || !ok_what) {
-      return Error{quoted + ": unknown SLO '" + slo.key + "' (known: " + known_slo_keys() + ")"};
-    }
-    slo.metric = what + "_" + stat;
-  }
-  double scale = 1;
-  const bool time = slo.metric != "slo_attainment" && slo.metric != "rejected";
-  if (time && value.size() > 2 && value.compare(value.size() - 2, 2, "ms") == 0) {
-    scale = 1e-3;
-    value.resize(value.size() - 2);
-  } else if (time && value.size() > 1 && value.back() == 's') {
-    value.pop_back();
-  } else if (!time && !value.empty() && value.back() == '%') {
-    scale = 0.01;
-    value.pop_back();
-  }
-  char* end = nullptr;
-  const double v = std::strtod(value.c_str(), &end);
-  if (value.empty() || end != value.c_str() + value.size() || !std::isfinite(v) || v < 0 ||
-      (time && v == 0)) {
-    return Error{quoted + ": expected " +
-                 (time ? std::string("a time > 0 with s or ms, e.g. 2s or 150ms")
-                       : std::string("a fraction in [0, 1], e.g. 0.99 or 99%"))};
-  }
-  slo.bound = v * scale;
-  if (!time && slo.bound > 1) return Error{quoted + ": expected a fraction in [0, 1], e.g. 0.99 or 99%"};
-  return slo;
-}
-
-std::string slo_miss(const std::vector<Slo>& slos, const PointOutcome& probe) {
-  if (probe.status != "done") return probe.status + (probe.error.empty() ? "" : ": " + probe.error);
-  if (metric_of(probe, "overloaded").value_or(0) > 0) return "overloaded";
-  for (const Slo& s : slos) {
-    std::optional<double> v;
-    if (s.metric == "rejected") {
-      const double rejected = metric_of(probe, "rejected").value_or(0);
-      const double total = rejected + metric_of(probe, "completed").value_or(0);
-      v = total > 0 ? rejected / total : 0;
-    } else {
-      v = metric_of(probe, s.metric);
-    }
-    if (!v) return s.key + " not measured";
-    if (s.at_least ? *v < s.bound : *v > s.bound) {
-      char buf[160];
-      const bool time = s.metric != "slo_attainment" && s.metric != "rejected";
-      std::snprintf(buf, sizeof buf, time ? "%s %.4g s > %.4g s" : (s.at_least ? "%s %.4g < %.4g" : "%s %.4g > %.4g"),
-                    s.key.c_str(), *v, s.bound);
-      return buf;
-    }
-  }
-  return "";
-}
 
 std::string SearchSpec::to_toml() const {
   toml::table t;
@@ -141,7 +356,7 @@ std::string SearchSpec::to_toml() const {
   for (const SweepAxis& a : grid) g.insert(a.key, a.values);
   if (!grid.empty()) t.insert("grid", std::move(g));
   toml::table s;
-  for (const Slo& slo : slos) s.insert(slo.key, slo.bound);
+  for (const Slo& slo : slos) s.insert(slo.key, slo.given);  // as given, with its unit
   t.insert("slo", std::move(s));
   t.insert("minimize", minimize);
   t.insert("start_rate", start_rate);
@@ -155,20 +370,29 @@ Status check_search(const SearchSpec& spec) {
   if (spec.slos.empty()) {
     return Error{"no SLO: give --slo KEY=VALUE (e.g. --slo p99_ttft=2s; keys: " + known_slo_keys() + ")"};
   }
-  for (const Slo& s : spec.slos) {
+  for (size_t i = 0; i < spec.slos.size(); ++i) {
+    const Slo& s = spec.slos[i];
+    for (size_t j = 0; j < i; ++j) {
+      if (spec.slos[j].key == s.key) {
+        return Error{"--slo " + s.key + " is given twice (" + spec.slos[j].given + " and " + s.given + "); give it once"};
+      }
+    }
     if (s.metric == "slo_attainment" && !spec.fixed.contains("goodput")) {
       return Error{"--slo slo_attainment needs --goodput (the per-request SLOs it counts)"};
     }
   }
   for (const SweepAxis& a : spec.grid) {
-    if (a.key == "request_rate") {
-      return Error{"grid key 'request_rate': the cheapest-configuration search serves one rate (give "
-                   "--request-rate R); to find the largest rate, search without a grid"};
+    for (const std::string& k : a.keys()) {
+      if (k == "request_rate") {
+        return Error{"grid key 'request_rate': the cheapest-configuration search serves one rate (give "
+                     "--request-rate R); to find the largest rate, search without a grid"};
+      }
     }
   }
   if (!(spec.precision > 0 && spec.precision < 1)) return Error{"--precision: expected a fraction in (0, 1)"};
   if (!(spec.start_rate > 0 && spec.start_rate < spec.max_rate)) {
-    return Error{"--start-rate: expected a rate > 0 (requests per second)"};
+    return Error{"--start-rate: expected a rate > 0 and below " + rate_text(spec.max_rate) +
+                 " requests per second, got " + rate_text(spec.start_rate)};
   }
   SweepSpec sweep;
   sweep.fixed = spec.fixed;
@@ -188,240 +412,33 @@ Result<SearchResult> run_search(const SearchSpec& spec, const SearchOptions& opt
   if (!opened.ok()) return opened.error();
   Database& db = *opened.value();
   const bool max_rate = spec.grid.empty();
-  for (const SweepAxis& a : spec.grid) result.keys.push_back(a.key);
+  for (const SweepAxis& a : spec.grid) {
+    for (std::string& k : a.keys()) result.keys.push_back(std::move(k));
+  }
   if (max_rate) result.keys.push_back("request_rate");
   SweepInfo info{spec.name, "search", spec.to_toml(), result.keys, 0};
   Result<int64_t> id = begin_sweep(db, info);
-  if (!id.ok()) return id.error();
+  if (!id.ok()) return storage_error(id.error());
   result.sweep_id = id.value();
-  WorkloadCache cache;
 
-  // Runs a round of probes in parallel; returns their indices in result.probes.
-  auto run_round = [&](std::vector<toml::table> tables, std::vector<std::vector<const toml::node*>> values) {
-    std::vector<int64_t> ids;
-    for (size_t i = 0; i < tables.size(); ++i) {
-      ids.push_back(static_cast<int64_t>(result.probes.size() + i));
-      tables[i].insert_or_assign("name", (spec.name.empty() ? std::string("search") : spec.name) + " probe " +
-                                             std::to_string(ids.back()));
-      if (!tables[i].contains("log")) tables[i].insert("log", "summary");
-    }
-    std::vector<PointOutcome> out = run_points(tables, ids, values, result.keys, result.sweep_id,
-                                               result.db_path, options.jobs, cache, options.stop);
-    std::vector<size_t> indices;
-    for (size_t i = 0; i < out.size(); ++i) {
-      SearchProbe p;
-      p.point = ids[i];
-      p.values = values[i];
-      p.outcome = std::move(out[i]);
-      p.miss = slo_miss(spec.slos, p.outcome);
-      indices.push_back(result.probes.size());
-      result.probes.push_back(std::move(p));
-      if (options.on_probe) options.on_probe(result.probes.back());
-    }
-    return indices;
-  };
-  auto stopped = [&] { return options.stop != nullptr && options.stop->load(); };
-
+  Searcher searcher(spec, options, result);
   if (max_rate) {
-    auto rate_probe = [&](const std::vector<double>& rates) {
-      std::vector<toml::table> tables;
-      std::vector<std::vector<const toml::node*>> values;
-      for (double r : rates) {
-        toml::table t = spec.fixed;
-        t.insert_or_assign("request_rate", r);
-        t.erase("time_scale");
-        tables.push_back(std::move(t));
-        auto v = std::make_shared<toml::array>();
-        v->push_back(r);
-        values.push_back({v->get(0)});
-        result.owned_rates.push_back(std::move(v));
-      }
-      return run_round(std::move(tables), std::move(values));
-    };
-    double lo = 0, hi = 0;  // the largest rate that passed, the smallest that missed (0: none yet)
-    int64_t best = -1;
-    double r = spec.start_rate;
-    while (!stopped()) {  // exponential phase
-      const size_t i = rate_probe({r}).front();
-      if (result.probes[i].miss.empty()) {
-        lo = r;
-        best = static_cast<int64_t>(i);
-        if (hi > 0) break;
-        if (r * 2 > spec.max_rate) break;
-        r *= 2;
-      } else {
-        hi = r;
-        if (lo > 0) break;
-        if (r / 2 < 1e-6) break;
-        r /= 2;
-      }
-    }
-    const int k = std::max(1, options.jobs);
-    while (!stopped() && lo > 0 && hi > 0 && hi / lo - 1 > spec.precision) {
-      std::vector<double> rates;
-      for (int j = 1; j <= k; ++j) rates.push_back(lo + (hi - lo) * j / (k + 1));
-      const std::vector<size_t> got = rate_probe(rates);
-      // Monotone: the pass below the first miss raises lo; the first miss lowers hi.
-      for (size_t j = 0; j < got.size(); ++j) {
-        if (result.probes[got[j]].miss.empty()) {
-          lo = rates[j];
-          best = static_cast<int64_t>(got[j]);
-        } else {
-          hi = rates[j];
-          break;
-        }
-      }
-    }
-    result.rate = lo;
-    result.found = lo > 0;
-    result.best_point = best;
-    if (stopped()) {
-      result.answer = "interrupted";
-    } else if (!result.found) {
-      result.answer = "no rate down to 1e-6 req/s meets the SLOs (" + result.probes.back().miss + ")";
-    } else if (hi == 0) {
-      result.answer = "every rate up to " + rate_text(lo) + " req/s meets the SLOs (the search stops there)";
-    } else {
-      result.answer = "max request_rate " + rate_text(lo) + " req/s meets the SLOs (" + rate_text(hi) +
-                      " misses: " + [&] {
-                        for (const SearchProbe& p : result.probes) {
-                          if (!p.miss.empty() && std::abs(p.values[0]->value_or(0.0) - hi) < 1e-12 * hi) return p.miss;
-                        }
-                        return std::string("miss");
-                      }() + ")";
-    }
+    searcher.max_rate();
   } else {
-    // Cheapest: combinations of the other keys, each with a binary search over replicas.
-    result.owned_grid = std::make_shared<SweepSpec>(SweepSpec{"", "summary", spec.fixed, spec.grid});
-    const SweepSpec& grid = *result.owned_grid;
-    size_t replicas_axis = spec.grid.size();
-    for (size_t i = 0; i < spec.grid.size(); ++i) {
-      if (spec.grid[i].key == "replicas") replicas_axis = i;
-    }
-    std::vector<int64_t> replica_order;  // indices into the replicas axis, by value
-    if (replicas_axis < spec.grid.size()) {
-      const toml::array& v = spec.grid[replicas_axis].values;
-      for (size_t i = 0; i < v.size(); ++i) replica_order.push_back(static_cast<int64_t>(i));
-      std::stable_sort(replica_order.begin(), replica_order.end(), [&](int64_t a, int64_t b) {
-        return v.get(static_cast<size_t>(a))->value_or(int64_t{0}) < v.get(static_cast<size_t>(b))->value_or(int64_t{0});
-      });
-    } else {
-      replica_order.push_back(0);
-    }
-    // Grid point of combination c with replicas index ri.
-    const int64_t total = grid.num_points();
-    const int64_t nrep = replicas_axis < spec.grid.size() ? static_cast<int64_t>(spec.grid[replicas_axis].values.size()) : 1;
-    int64_t stride = 1;
-    for (size_t i = spec.grid.size(); i-- > replicas_axis + 1;) stride *= static_cast<int64_t>(spec.grid[i].values.size());
-    auto point_of = [&](int64_t combo, int64_t ri) {
-      if (replicas_axis >= spec.grid.size()) return combo;
-      const int64_t high = combo / stride, low = combo % stride;
-      return (high * nrep + ri) * stride + low;
-    };
-    const int64_t combos = total / nrep;
-    double best_cost = INFINITY;
-    int64_t best_grid_point = -1;
-    auto better = [&](double cost, int64_t gp) {
-      return cost < best_cost || (cost == best_cost && gp < best_grid_point);
-    };
-    for (int64_t c = 0; c < combos && !stopped(); ++c) {
-      // Binary search for the smallest passing replicas index in replica_order: [lo, hi) unknown,
-      // everything below lo misses, hi passes (hi == n: none passes yet).
-      int64_t lo = 0, hi = static_cast<int64_t>(replica_order.size());
-      int64_t found = -1;
-      bool pruned = false;
-      std::string last_miss;  // of the probe with the most replicas that missed
-      while (lo < hi && !stopped()) {
-        // k-ary: up to jobs probes spread over [lo, hi), skipping counts that cannot win.
-        const int64_t span = hi - lo;
-        const int64_t k = std::min<int64_t>(std::max(1, options.jobs), span);
-        std::vector<int64_t> picks;
-        for (int64_t j = 1; j <= k; ++j) picks.push_back(lo + (span * j) / (k + 1));
-        picks.erase(std::unique(picks.begin(), picks.end()), picks.end());
-        // Prune: the cheapest candidate left (at lo) cannot beat the best so far.
-        const int64_t gp_lo = point_of(c, replica_order[static_cast<size_t>(lo)]);
-        if (auto cost = cost_before_run(grid.point_table(gp_lo), spec.minimize); cost && !better(*cost, gp_lo)) {
-          pruned = true;
-          break;
-        }
-        std::vector<toml::table> tables;
-        std::vector<std::vector<const toml::node*>> values;
-        for (int64_t pick : picks) {
-          const int64_t gp = point_of(c, replica_order[static_cast<size_t>(pick)]);
-          tables.push_back(grid.point_table(gp));
-          tables.back().erase("name");
-          values.push_back(grid.values(gp));
-        }
-        const std::vector<size_t> got = run_round(std::move(tables), std::move(values));
-        int64_t first_pass = -1;
-        if (!got.empty() && !result.probes[got.front()].miss.empty() && last_miss.empty()) {
-          last_miss = result.probes[got.front()].miss;
-        }
-        for (size_t j = 0; j < got.size(); ++j) {
-          if (result.probes[got[j]].miss.empty()) {
-            first_pass = static_cast<int64_t>(j);
-            break;
-          }
-        }
-        if (first_pass < 0) {
-          last_miss = result.probes[got.back()].miss;
-          lo = picks.back() + 1;
-        } else {
-          hi = picks[static_cast<size_t>(first_pass)];
-          found = static_cast<int64_t>(got[static_cast<size_t>(first_pass)]);
-          lo = first_pass > 0 ? picks[static_cast<size_t>(first_pass) - 1] + 1 : lo;
-        }
-      }
-      std::string label;
-      const int64_t gp0 = point_of(c, 0);
-      const std::vector<const toml::node*> v = grid.values(gp0);
-      for (size_t i = 0; i < spec.grid.size(); ++i) {
-        if (i == replicas_axis) continue;
-        label += (label.empty() ? "" : " ") + spec.grid[i].key + "=" +
-                 plain_value(*v[i]);
-      }
-      std::string note;
-      if (pruned && found < 0) {
-        note = "not run further: cannot beat the best found before it";
-      } else if (found < 0) {
-        note = "no replica count meets the SLOs (" + last_miss + ")";
-      }
-      result.frontier.push_back({label.empty() ? std::string("(fixed)") : label, found, note});
-      if (found >= 0) {
-        const PointOutcome& o = result.probes[static_cast<size_t>(found)].outcome;
-        const double cost = metric_of(o, spec.minimize).value_or(INFINITY);
-        const int64_t gp = point_of(c, replica_order[static_cast<size_t>(hi)]);
-        if (better(cost, gp)) {
-          best_cost = cost;
-          best_grid_point = gp;
-          result.best_point = found;
-        }
-      }
-    }
-    result.found = result.best_point >= 0;
-    if (stopped()) {
-      result.answer = "interrupted";
-    } else if (!result.found) {
-      result.answer = "no configuration of the grid meets the SLOs";
-    } else {
-      const SearchProbe& p = result.probes[static_cast<size_t>(result.best_point)];
-      std::string what;
-      for (size_t i = 0; i < result.keys.size(); ++i) {
-        what += (what.empty() ? "" : " ") + result.keys[i] + "=" +
-                plain_value(*p.values[i]);
-      }
-      char cost[96];
-      std::snprintf(cost, sizeof cost, "%.4g %s", best_cost,
-                    spec.minimize == "gpus" ? "GPUs" : spec.minimize == "cost_per_hour" ? "USD/hour" : "USD per million output tokens");
-      result.answer = "cheapest: " + what + " (" + cost + ")";
-    }
+    searcher.cheapest();
   }
-  result.interrupted = stopped();
+  result.interrupted = searcher.stopped();
+  if (!result.storage_error.empty()) {
+    result.answer = "not answered: a probe could not write the database (" + result.storage_error + ")";
+  } else if (result.interrupted) {
+    result.answer = "interrupted";
+  }
   const std::string sql = "UPDATE sweeps SET points = " + std::to_string(result.probes.size()) +
                           " WHERE id = " + std::to_string(result.sweep_id);
   (void)db.exec(sql.c_str());
-  if (Status s = end_sweep(db, result.sweep_id, result.interrupted ? "interrupted" : "done", result.answer); !s.ok()) {
-    return s.error();
+  if (Status s = end_sweep(db, result.sweep_id, result.interrupted ? "interrupted" : "done", result.answer);
+      !s.ok() && result.storage_error.empty()) {
+    result.storage_error = "ending the search: " + s.error().message;
   }
   return result;
 }

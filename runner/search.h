@@ -12,9 +12,11 @@
 //               fewest replicas that pass, and counts whose cost could not beat the best found so far
 //               are never run.
 //
-// A probe passes when its run is done, it is not overloaded (analysis/metrics.h), and every SLO
-// holds: a latency percentile at most its bound (p99_ttft <= 2 s), slo_attainment at least its
-// bound (with --goodput), the share of requests rejected at most its bound.
+// A probe passes when its run is done, it is not overloaded (analysis/metrics.h), it rejected no
+// request (unless a `rejected` SLO allows a share), and every SLO holds (analysis/slo.h).
+//
+// A write to the database that fails (a full disk) stops the search: its answer would rest on
+// probes it could not record. The search ends interrupted, with the error.
 #pragma once
 
 #include <atomic>
@@ -27,25 +29,16 @@
 
 #include <toml++/toml.h>
 
+#include "analysis/slo.h"
 #include "runner/sweep.h"
 #include "sim/result.h"
 
 namespace servesim {
 
-struct Slo {
-  std::string key;     // as given: "p99_ttft"
-  std::string metric;  // metrics name: "ttft_p99"
-  double bound = 0;    // seconds for latencies; a fraction for slo_attainment and rejected
-  bool at_least = false;  // slo_attainment: the metric must be >= bound
-};
-
-// Parses "p99_ttft=2s", "p90_tpot=100ms", "mean_e2el=10" (seconds), "slo_attainment=0.99",
-// "rejected=0.01". Keys: {mean,p50,p90,p99}_{ttft,tpot,itl,e2el,queue}, slo_attainment, rejected.
-// Errors name the token and list the keys.
-Result<Slo> parse_slo(const std::string& token);
-
-// Why a run misses (empty: it passes).
-std::string slo_miss(const std::vector<Slo>& slos, const PointOutcome& probe);
+// Why a probe misses ("" when it passes): slo_miss of analysis/slo.h on its outcome.
+inline std::string slo_miss(const std::vector<Slo>& slos, const PointOutcome& probe) {
+  return slo_miss(slos, probe.status, probe.error, probe.metrics);
+}
 
 struct SearchSpec {
   std::string name;
@@ -82,9 +75,13 @@ struct SearchResult {
     std::string label;  // "hardware=h100-sxm tp=4"
     int64_t probe = -1;
     std::string note;
+    // Replica counts below the probe's that were not run because they could not beat the best
+    // found before ("5-7"): the probe's count is then an upper bound, not the fewest that pass.
+    std::string untried;
   };
   std::vector<FrontierRow> frontier;
   bool interrupted = false;
+  std::string storage_error;  // the first write that failed ("" when none): the search stopped
   // What the probes' values point into.
   std::vector<std::shared_ptr<toml::array>> owned_rates;
   std::shared_ptr<SweepSpec> owned_grid;

@@ -19,25 +19,74 @@ Result<toml::table> load_config_file(const std::string& path) {
   return parse_toml(text.value(), path);
 }
 
+namespace {
+
+// "replicas[1]" -> ("replicas", 1); a part without an index -> (part, -1); a malformed index -> -2.
+std::pair<std::string_view, int64_t> split_index(std::string_view part) {
+  const size_t open = part.find('[');
+  if (open == std::string_view::npos) return {part, -1};
+  if (part.back() != ']' || open == 0) return {part, -2};
+  const std::string_view digits = part.substr(open + 1, part.size() - open - 2);
+  int64_t index = -2;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
+  if (ec != std::errc() || end != digits.data() + digits.size() || digits.empty() || index < 0) return {part, -2};
+  return {part.substr(0, open), index};
+}
+
+Status with_set_prefix(Status s) {
+  if (s.ok()) return s;
+  return Error{"--set " + s.error().message};
+}
+
+}  // namespace
+
 Status set_path(toml::table& table, std::string_view dotted_key, toml::node&& value) {
+  const std::string key(dotted_key);
   toml::table* t = &table;
   std::string_view rest = dotted_key;
   while (true) {
     const size_t dot = rest.find('.');
-    const std::string_view part = rest.substr(0, dot);
-    if (part.empty()) return Error{"--set " + std::string(dotted_key) + ": empty key part"};
+    const auto [part, index] = split_index(rest.substr(0, dot));
+    if (part.empty()) return Error{key + ": empty key part"};
+    if (index == -2) {
+      return Error{key + ": '" + std::string(rest.substr(0, dot)) +
+                   "': expected NAME[INDEX], e.g. replicas[0].count (the first [[replicas]] group)"};
+    }
+    toml::node* child = t->get(part);
+    if (index >= 0) {  // an element of an array of tables: [[replicas]] groups
+      toml::array* groups = child != nullptr ? child->as_array() : nullptr;
+      const size_t n = groups != nullptr ? groups->size() : 0;
+      if (groups == nullptr || static_cast<size_t>(index) >= n || !(*groups)[static_cast<size_t>(index)].is_table()) {
+        return Error{key + ": the configuration has " +
+                     (groups == nullptr ? "no [[" + std::string(part) + "]] tables"
+                                        : std::to_string(n) + " [[" + std::string(part) + "]] tables (" +
+                                              std::string(part) + "[0] to " + std::string(part) + "[" +
+                                              std::to_string(n == 0 ? 0 : n - 1) + "])")};
+      }
+      if (dot == std::string_view::npos) {
+        return Error{key + ": name a key of the table, e.g. " + std::string(part) + "[" +
+                     std::to_string(index) + "].count"};
+      }
+      t = (*groups)[static_cast<size_t>(index)].as_table();
+      rest = rest.substr(dot + 1);
+      continue;
+    }
     if (dot == std::string_view::npos) {
+      if (child != nullptr && child->is_array_of_tables() && !value.is_array_of_tables()) {
+        // [[replicas]] groups would silently become one number: the groups' counts say it.
+        return Error{key + ": the configuration gives [[" + key + "]] groups, which this would "
+                     "replace; set a group's key instead (" + key + "[0].count, " + key + "[1].count, ...), "
+                     "or drop the groups"};
+      }
       t->insert_or_assign(part, std::move(value));
       return Ok{};
     }
-    toml::node* child = t->get(part);
     if (child == nullptr) {
       t->insert(part, toml::table{});
       child = t->get(part);
     }
     if (!child->is_table()) {
-      return Error{"--set " + std::string(dotted_key) + ": '" + std::string(part) +
-                   "' is a value, not a table"};
+      return Error{key + ": '" + std::string(part) + "' is a value, not a table"};
     }
     t = child->as_table();
     rest = rest.substr(dot + 1);
@@ -64,10 +113,10 @@ Status apply_set(toml::table& table, std::string_view assignment) {
     toml::node* v = parsed.get("v");
     toml::table holder;
     v->visit([&](const auto& x) { holder.insert("v", x); });
-    return set_path(table, key, std::move(*holder.get("v")));
+    return with_set_prefix(set_path(table, key, std::move(*holder.get("v"))));
   }
   if (text.empty()) return Error{"--set " + std::string(key) + ": empty value"};
-  return set_path(table, key, toml::value<std::string>(text));
+  return with_set_prefix(set_path(table, key, toml::value<std::string>(text)));
 }
 
 Status apply_goodput_token(std::string_view token, toml::table& table) {
@@ -88,6 +137,15 @@ Status apply_goodput_token(std::string_view token, toml::table& table) {
                  number + "'"};
   }
   return set_path(table, "goodput." + name, toml::value<double>(ms));
+}
+
+NodePrice node_price(const RunConfig& c, int32_t file_gpus, double file_node_price, double gpu_price) {
+  NodePrice n;
+  n.gpus = c.gpus_per_node > 0 ? c.gpus_per_node : file_gpus;
+  n.per_hour = c.node_price_per_hour_usd >= 0                      ? c.node_price_per_hour_usd
+               : c.price_per_hour_usd >= 0 || c.gpus_per_node > 0 ? n.gpus * gpu_price
+                                                                   : file_node_price;
+  return n;
 }
 
 Result<RunConfig> resolve_config(toml::table table) {
@@ -209,9 +267,13 @@ Result<RunConfig> resolve_config(toml::table table) {
   c.request_rate = top.number("request_rate", 0, 1e-9, inf);
   c.burstiness = top.number("burstiness", 0, 1e-4, inf);
   c.time_scale = top.number("time_scale", 0, 1e-9, 1e9);
+  c.rate_scale = top.number("rate_scale", 0, 1e-9, 1e9);
   c.num_prompts = top.integer("num_prompts", 0, 1, 10'000'000'000LL);
   c.max_concurrency = top.integer("max_concurrency", 0, 1, INT32_MAX);
   c.price_per_hour_usd = top.number("price_per_hour_usd", -1, 0, 1e6);
+  c.price_by_node = top.choice("price_by", "gpu", {"gpu", "node"}) == "node";
+  c.gpus_per_node = static_cast<int32_t>(top.integer("gpus_per_node", 0, 1, 1024));
+  c.node_price_per_hour_usd = top.number("node_price_per_hour_usd", -1, 0, 1e7);
   c.log = top.choice("log", "", {"iterations", "requests", "summary"});
   if (const toml::node* n = table.get("log_resolution")) {  // seconds, or "auto" (0, the default)
     top.allow("log_resolution");
@@ -286,6 +348,10 @@ Result<RunConfig> resolve_config(toml::table table) {
     c.router_options = std::move(*router);
     c.router_options.erase("name");
     c.router_options.erase("session_affinity");
+  }
+  if (c.rate_scale > 0 && (c.time_scale > 0 || c.request_rate > 0)) {
+    return Error{std::string("rate_scale: cannot be combined with ") + (c.time_scale > 0 ? "time_scale" : "request_rate") +
+                 " (rate_scale F is time_scale 1/F; request_rate re-times arrivals to a mean rate); give one of them"};
   }
   if (c.request_rate > 0 && c.time_scale > 0) {
     return Error{"time_scale: cannot be combined with request_rate (request_rate re-times arrivals "
@@ -370,9 +436,13 @@ std::string config_to_toml(const RunConfig& c, const toml::table& policy_options
   if (c.request_rate > 0) t.insert("request_rate", c.request_rate);
   if (c.burstiness > 0) t.insert("burstiness", c.burstiness);
   if (c.time_scale > 0) t.insert("time_scale", c.time_scale);
+  if (c.rate_scale > 0) t.insert("rate_scale", c.rate_scale);
   if (c.num_prompts > 0) t.insert("num_prompts", c.num_prompts);
   if (c.max_concurrency > 0) t.insert("max_concurrency", c.max_concurrency);
   if (c.price_per_hour_usd >= 0) t.insert("price_per_hour_usd", c.price_per_hour_usd);
+  if (c.price_by_node) t.insert("price_by", "node");
+  if (c.gpus_per_node > 0) t.insert("gpus_per_node", c.gpus_per_node);
+  if (c.node_price_per_hour_usd >= 0) t.insert("node_price_per_hour_usd", c.node_price_per_hour_usd);
   if (!c.log.empty()) t.insert("log", c.log);
   if (c.log_resolution != RunConfig{}.log_resolution) t.insert("log_resolution", c.log_resolution);
   if (!c.leap) t.insert("leap", false);

@@ -39,11 +39,18 @@
 //   request_rate                 --request-rate R         the workload's own (inf: all at once)
 //   burstiness                   --burstiness B           1 (Poisson) when request_rate is given
 //   time_scale                   --time-scale F           1
+//   rate_scale                   --rate-scale F           1 (F times the arrival rate: time_scale 1/F)
 //   num_prompts                  --num-prompts N          every request
 //   max_concurrency              --max-concurrency C      unlimited (open loop)
 // Service-level objectives and cost:
 //   goodput.ttft|tpot|e2el       --goodput ttft:MS ...    none (milliseconds, vLLM's --goodput)
 //   price_per_hour_usd           --set                    the hardware file's (USD per GPU-hour)
+//   price_by                     --price-by gpu|node      gpu: GPUs x price_per_hour_usd; node: whole
+//                                                         nodes (the replicas packed into nodes of
+//                                                         gpus_per_node) x node_price_per_hour_usd
+//   gpus_per_node                --set                    the hardware file's
+//   node_price_per_hour_usd      --set                    the hardware file's (gpus_per_node x the
+//                                                         GPU price when it gives none)
 //   metric_percentiles           --metric-percentiles L   "" (vLLM's list, "25,50,99": percentiles
 //                                                         stored and printed beyond the standard
 //                                                         25, 50, 75, 90, 95, 99; the summary then
@@ -140,11 +147,15 @@ struct RunConfig {
   double request_rate = 0;
   double burstiness = 0;
   double time_scale = 0;
+  double rate_scale = 0;           // arrivals rate_scale times as dense: time_scale 1 / rate_scale
   int64_t num_prompts = 0;
   int64_t max_concurrency = 0;
   // Service-level objectives in seconds (0: none), for request_goodput and slo_attainment.
   double slo_ttft = 0, slo_tpot = 0, slo_e2el = 0;
   double price_per_hour_usd = -1;  // per GPU; -1: the hardware file's
+  bool price_by_node = false;      // price_by = "node": whole nodes, not GPUs
+  int32_t gpus_per_node = 0;       // 0: the hardware file's
+  double node_price_per_hour_usd = -1;  // -1: the hardware file's
   std::string log;                 // summary | requests | iterations; "": by backend (see above)
   double log_resolution = 0;       // seconds per timeline bucket; 0: auto (by the arrivals' span)
   bool leap = true;                // SimOptions::leap
@@ -168,6 +179,15 @@ Status apply_set(toml::table& table, std::string_view assignment);
 
 // Sets `dotted_key` to `value` in `table`, creating tables on the way.
 Status set_path(toml::table& table, std::string_view dotted_key, toml::node&& value);
+
+// A node's GPUs and price per hour (USD) under the configuration: its gpus_per_node and
+// node_price_per_hour_usd, else the hardware file's node; when the configuration sets the GPU's
+// price or the node's GPUs but not the node's price, the node costs its GPUs at `gpu_price`.
+struct NodePrice {
+  int32_t gpus = 0;  // 0: unknown
+  double per_hour = 0;
+};
+NodePrice node_price(const RunConfig& c, int32_t file_gpus, double file_node_price, double gpu_price);
 
 // Checks every key and value and builds the configuration.
 Result<RunConfig> resolve_config(toml::table table);

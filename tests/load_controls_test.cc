@@ -9,6 +9,8 @@
 
 #include "analysis/metrics.h"
 #include "sim_harness.h"
+#include "sim/toml_fields.h"
+#include "workloads/generate.h"
 #include "workloads/workload.h"
 
 namespace servesim {
@@ -130,6 +132,23 @@ TEST(LoadControls, ACountOfRequestsIsTimedAsVllmBenchTimesIt) {
   for (size_t i = 0; i < even.requests.size(); ++i) {
     EXPECT_NEAR(to_seconds(even.requests[i].arrival), (static_cast<double>(i) + 1) / 4, 1e-9);
   }
+}
+
+// Regression: the documented maximum, --num-prompts 10000000, at a --request-rate (one more
+// arrival drawn and dropped, as vLLM bench times them) was refused, naming generate.duration, a
+// key the file did not have.
+TEST(LoadControls, TheLargestNumPromptsIsDrawnAtARate) {
+  uint64_t seed = 0;
+  Result<toml::table> table = parse_toml(kGenerated, "w.toml");
+  ASSERT_TRUE(table.ok());
+  const toml::table* generate = table.value().get_as<toml::table>("generate");
+  ASSERT_NE(generate, nullptr);
+  auto stream = generated_stream(*generate, "w.toml", std::nullopt,
+                                 {.request_rate = 5, .num_prompts = kMaxGeneratedRequests}, &seed);
+  ASSERT_TRUE(stream.ok()) << stream.error().message;
+  ASSERT_NE(stream.value(), nullptr);
+  EXPECT_EQ(stream.value()->size(), kMaxGeneratedRequests);
+  EXPECT_NE(parse_error(kGenerated, {.num_prompts = kMaxGeneratedRequests + 1}).find("num_prompts"), std::string::npos);
 }
 
 TEST(LoadControls, BadCombinationsNameTheKey) {

@@ -383,5 +383,31 @@ TEST_F(VllmValidateCli, DrawnArrivalsDependOnlyOnTheSeed) {
   EXPECT_NE(a, run("6"));
 }
 
+// Regression: a file whose per-request gaps could not belong to its output lengths (more gaps
+// than tokens, or a last chunk after the response ended) was accepted.
+TEST(VllmBenchWorkload, GapsThatDoNotFitTheOutputAreRefused) {
+  const auto read = [](const json& j) {
+    static int calls = 0;
+    const std::string path = std::string(::testing::TempDir()) + "/vllm_gaps_" + std::to_string(::getpid()) + "_" +
+                             std::to_string(++calls) + ".json";
+    std::ofstream(path) << j.dump();
+    return read_vllm_bench_result(path);
+  };
+  json more = small_result(2);
+  more["itls"][1] = std::vector<double>(20, 0.01);  // 20 gaps for 20 tokens
+  auto r = read(more);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("itls[1]: 20 gaps between chunks for 20 output tokens"), std::string::npos)
+      << r.error().message;
+  json late = small_result(2);
+  late["latencies"][0] = 0.1;  // the 19 gaps of 10 ms end at 0.24 s
+  r = read(late);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("itls[0]: ttft + the gaps"), std::string::npos) << r.error().message;
+  json chunked = small_result(2);
+  chunked["itls"][0] = std::vector<double>(9, 0.02);  // 10 chunks of two tokens: as vLLM streams them
+  EXPECT_TRUE(read(chunked).ok());
+}
+
 }  // namespace
 }  // namespace servesim

@@ -40,7 +40,7 @@ Result<std::vector<Time>> arrival_times(ArrivalClock& clock, std::optional<int64
       return g.error_at_key("requests", "arrivals run past 1e9 seconds at this rate; raise "
                                         "generate.arrival.rate or lower requests");
     }
-    if (i == kMaxGeneratedRequests) return too_many_requests(g);
+    if (!count && i == kMaxGeneratedRequests) return too_many_requests(g);
     starts.push_back(t);
   }
   return starts;
@@ -214,7 +214,9 @@ Result<GenerationPlan> plan_generation(const toml::table& table, const std::stri
       return g.error_at_key("requests", "arrivals run past 1e9 seconds at this rate; raise "
                                         "generate.arrival.rate or lower requests");
     }
-    if (i == kMaxGeneratedRequests) return too_many_requests(g);
+    // A count is checked where it is read; only a duration can ask for too many (the count's one
+    // more draw, dropped when normalizing, is not a request).
+    if (!draws && i == kMaxGeneratedRequests) return too_many_requests(g);
     last = t;
     ++plan.size;
   }

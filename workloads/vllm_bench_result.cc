@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <numeric>
 
@@ -108,6 +109,29 @@ Status read_header(const ResultFields& f, VllmBenchResult& r) {
   return Ok{};
 }
 
+// A successful request's gaps against its tokens: one gap between consecutive chunks, a chunk
+// holding one token or more, so at most output_len - 1 gaps; and the last chunk comes no later
+// than the response ends (ttft + the gaps <= latency, within a microsecond per gap for rounding).
+Status check_token_gaps(const ResultFields& f, const VllmBenchRequest& q, size_t i, bool has_latency) {
+  if (q.failed()) return Ok{};
+  if (q.itls.size() + 1 > static_cast<size_t>(q.output_len)) {
+    return f.error(at(kVllmItls, i), std::to_string(q.itls.size()) + " gaps between chunks for " +
+                                         std::to_string(q.output_len) + " output tokens (output_lens[" +
+                                         std::to_string(i) + "]): at most " + std::to_string(q.output_len - 1) +
+                                         " (one between each two tokens); the lists do not describe the same response");
+  }
+  if (has_latency) {
+    const double last_chunk = q.ttft + std::accumulate(q.itls.begin(), q.itls.end(), 0.0);
+    if (last_chunk > q.latency + 1e-6 * static_cast<double>(q.itls.size() + 1)) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "ttft + the gaps = %.6g s, after the response ended (latencies[%zu] = %.6g s)",
+                    last_chunk, i, q.latency);
+      return f.error(at(kVllmItls, i), buf);
+    }
+  }
+  return Ok{};
+}
+
 }  // namespace
 
 int64_t VllmBenchResult::failed_count() const {
@@ -205,6 +229,7 @@ Result<VllmBenchResult> read_vllm_bench_result(const std::string& path) {
     if (!q.failed() && q.input_len < 1) {
       return f.error(at(kVllmInputLens, i), "a successful request (no error) with an empty prompt");
     }
+    if (Status s = check_token_gaps(f, q, i, latencies != nullptr); !s.ok()) return s.error();
   }
   return r;
 }

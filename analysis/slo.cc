@@ -1,0 +1,147 @@
+#include "analysis/slo.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <optional>
+
+#include "sim/toml_fields.h"
+
+namespace servesim {
+namespace {
+
+const char* const kStats[] = {"mean", "p50", "p90", "p99"};
+const char* const kLatencies[] = {"ttft", "tpot", "itl", "e2el", "queue"};
+
+bool is_latency(const Slo& s) { return s.metric != "slo_attainment" && s.metric != "rejected"; }
+
+std::string number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g", v);
+  return buf;
+}
+
+// A latency in the SLO's unit: "2345 ms", "2.345 s".
+std::string in_unit(const Slo& s, double seconds) {
+  return s.unit == "ms" ? number(seconds * 1e3) + " ms" : number(seconds) + " s";
+}
+
+// "rejected 45 % of requests (450 of 1000: 450 longer than the model's context)".
+std::string rejected_text(std::span<const Metric> metrics, double share, double rejected, double total) {
+  const std::pair<const char*, const char*> causes[] = {
+      {"rejected_context_length", "longer than the model's context"},
+      {"rejected_kv_capacity", "larger than the KV cache"},
+      {"rejected_batch_tokens", "larger than the token budget"},
+      {"rejected_parent", "after their conversation's earlier turn"}};
+  std::string why;
+  for (const auto& [name, text] : causes) {
+    const double n = find_metric(metrics, name).value_or(0);
+    if (n > 0) why += (why.empty() ? ": " : ", ") + number(n) + " " + text;
+  }
+  return "rejected " + number(share * 100) + " % of requests (" + number(rejected) + " of " + number(total) +
+         why + ")";
+}
+
+}  // namespace
+
+std::string known_slo_keys() {
+  std::string out;
+  for (const char* s : kStats) {
+    for (const char* l : kLatencies) out += std::string(out.empty() ? "" : ", ") + s + "_" + l;
+  }
+  return out + ", slo_attainment, rejected";
+}
+
+Result<Slo> parse_slo(const std::string& token) {
+  const size_t eq = token.find('=');
+  const std::string quoted = "--slo '" + token + "'";
+  if (eq == std::string::npos || eq == 0) {
+    return Error{quoted + ": expected KEY=VALUE, e.g. p99_ttft=2s (keys: " + known_slo_keys() + ")"};
+  }
+  Slo slo;
+  slo.key = token.substr(0, eq);
+  std::string value = token.substr(eq + 1);
+  slo.given = value;
+  if (slo.key == "slo_attainment" || slo.key == "rejected") {
+    slo.metric = slo.key;
+    slo.at_least = slo.key == "slo_attainment";
+    slo.unit = "";
+  } else {
+    const size_t us = slo.key.find('_');
+    const std::string stat = slo.key.substr(0, us), what = us == std::string::npos ? "" : slo.key.substr(us + 1);
+    const bool ok_stat = std::find(std::begin(kStats), std::end(kStats), stat) != std::end(kStats);
+    const bool ok_what = std::find(std::begin(kLatencies), std::end(kLatencies), what) != std::end(kLatencies);
+    if (!ok_stat || !ok_what) {
+      return Error{quoted + ": unknown SLO '" + slo.key + "' (known: " + known_slo_keys() + ")"};
+    }
+    slo.metric = what + "_" + stat;
+  }
+  const bool time = is_latency(slo);
+  double scale = 1;
+  if (time && value.size() > 2 && value.compare(value.size() - 2, 2, "ms") == 0) {
+    scale = 1e-3;
+    slo.unit = "ms";
+    value.resize(value.size() - 2);
+  } else if (time && value.size() > 1 && value.back() == 's') {
+    value.pop_back();
+  } else if (time) {
+    // A bare number is not read as seconds: 2 could mean 2 s or 2 ms.
+    return Error{quoted + ": give the unit: " + (value.empty() ? "2" : value) + "s or " +
+                 (value.empty() ? "2" : value) + "ms"};
+  } else if (!value.empty() && value.back() == '%') {
+    scale = 0.01;
+    value.pop_back();
+  }
+  char* end = nullptr;
+  const double v = std::strtod(value.c_str(), &end);
+  if (value.empty() || end != value.c_str() + value.size() || !std::isfinite(v) || v < 0 || (time && v == 0)) {
+    return Error{quoted + ": expected " +
+                 (time ? std::string("a time > 0 with s or ms, e.g. 2s or 150ms")
+                       : std::string("a fraction in [0, 1], e.g. 0.99 or 99%"))};
+  }
+  slo.bound = v * scale;
+  if (!time && slo.bound > 1) return Error{quoted + ": expected a fraction in [0, 1], e.g. 0.99 or 99%"};
+  return slo;
+}
+
+Result<std::vector<Slo>> slos_from_table(const toml::table& table) {
+  std::vector<Slo> out;
+  for (const auto& [key, value] : table) {
+    std::string text;
+    if (const auto* s = value.as_string()) {
+      text = s->get();
+    } else if (const std::optional<double> v = value.value<double>()) {
+      text = format_number(*v);
+      if (key.str() != "slo_attainment" && key.str() != "rejected") text += "s";
+    }
+    Result<Slo> slo = parse_slo(std::string(key.str()) + "=" + text);
+    if (!slo.ok()) return slo.error();
+    out.push_back(std::move(slo).value());
+  }
+  return out;
+}
+
+std::string slo_miss(std::span<const Slo> slos, const std::string& status, const std::string& error,
+                     std::span<const Metric> metrics) {
+  if (status != "done") return status + (error.empty() ? "" : ": " + error);
+  if (find_metric(metrics, "overloaded").value_or(0) > 0) return "overloaded";
+  const double rejected = find_metric(metrics, "rejected").value_or(0);
+  const double total = rejected + find_metric(metrics, "completed").value_or(0);
+  const double share = total > 0 ? rejected / total : 0;
+  const bool allows_rejections = std::any_of(slos.begin(), slos.end(), [](const Slo& s) { return s.metric == "rejected"; });
+  // A deployment that turns requests away does not serve the traffic, whatever its latencies.
+  if (!allows_rejections && rejected > 0) {
+    return rejected_text(metrics, share, rejected, total) + "; --slo rejected=SHARE allows some";
+  }
+  for (const Slo& s : slos) {
+    const std::optional<double> v = s.metric == "rejected" ? std::optional<double>(share) : find_metric(metrics, s.metric);
+    if (!v) return s.key + " not measured";
+    if (s.at_least ? *v >= s.bound : *v <= s.bound) continue;
+    if (is_latency(s)) return s.key + " " + in_unit(s, *v) + " > " + in_unit(s, s.bound);
+    if (s.metric == "rejected") return rejected_text(metrics, share, rejected, total) + " > " + number(s.bound * 100) + " %";
+    return s.key + " " + number(*v) + " < " + number(s.bound);
+  }
+  return "";
+}
+
+}  // namespace servesim
