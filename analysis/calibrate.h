@@ -21,6 +21,7 @@
 
 #include "backends/hardware.h"
 #include "backends/roofline.h"
+#include "sim/output_file.h"
 #include "sim/result.h"
 
 namespace servesim {
@@ -163,6 +164,14 @@ struct CalibrationFit {
     double correlation;
   };
   std::vector<TradeOff> trade_offs;
+  // How many of the measurements differ in what was measured (the batch's items, the model, the
+  // parts covered): identical batches pin one value between them, whatever their number.
+  size_t distinct_batches = 0;
+
+  // Why the measurements cannot determine the keys fitted, or "" when they can: fewer distinct
+  // batches than keys fitted (each resample then fits the same few batches exactly, so the ranges
+  // would be 0 wide while the keys are free). sim calibrate refuses such a fit.
+  std::string undetermined() const;
 
   // One line per thing to distrust, each saying what it means and what to do: no convergence, a
   // key at a bound, a trade-off that leaves a key loose (a range wider than a quarter of its value),
@@ -200,20 +209,18 @@ struct MeasuredProfile {
 };
 // The fit to measured timings (of one GPU, several models and degrees at once): priced with
 // `hardware_path`, each measurement only over the parts it covers (comparable_price; so the
-// overhead, which no profile covers, is not fitted). Writes out_path and prints the report of
+// overhead, which no profile covers, is not fitted). Writes out_file and prints the report of
 // calibrate_run, with the error of each source before and after (on the held-out half too).
 Status calibrate_measured(const std::vector<MeasuredProfile>& sources, const std::string& hardware_path,
-                          const std::string& out_path, std::ostream& out,
-                          const CalibrationOptions& calibration = {});
+                          OutputFile& out_file, std::ostream& out, const CalibrationOptions& calibration = {});
 
 // Reads the run (default: the latest) from db_path, fits its hardware file, writes the result to
-// out_path (loadable with load_hardware; its header comment names the run, the errors, the
-// convergence and any warning), prints the report of the fit, and stores its summary as the run's
-// calibrate_* metrics (when the database takes writes). Errors: no database, no such run, no
-// measured iterations, no batch_items, an unreadable hardware or model file, an unwritable
-// out_path.
-Status calibrate_run(const std::string& db_path, std::optional<int64_t> run_id,
-                     const std::string& out_path, std::ostream& out,
-                     const CalibrationOptions& calibration = {});
+// out_file (sim/output_file.h; loadable with load_hardware; its header comment names the run, the
+// errors, the convergence and any warning), prints the report of the fit, and stores its summary as
+// the run's calibrate_* metrics (when the database takes writes). Errors: out_file.check()'s, before
+// anything is read; no database, no such run, no measured iterations, no batch_items, an unreadable
+// hardware or model file; a failed write (out_file.write_failed(); nothing printed but the error).
+Status calibrate_run(const std::string& db_path, std::optional<int64_t> run_id, OutputFile& out_file,
+                     std::ostream& out, const CalibrationOptions& calibration = {});
 
 }  // namespace servesim
