@@ -286,7 +286,9 @@ size_t distinct_batches(const std::vector<Measurement>& data) {
   std::set<Shape> shapes;
   for (const Measurement& m : data) {
     Shape s{m.model, static_cast<int>(m.covers), {}};
-    for (const RooflineModel::Item& it : m.items) std::get<2>(s).emplace_back(it.new_tokens, it.context_tokens, it.emits);
+    for (const RooflineModel::Item& it : m.items) {
+      std::get<2>(s).emplace_back(it.new_tokens, it.context_tokens, it.emits);
+    }
     std::sort(std::get<2>(s).begin(), std::get<2>(s).end());
     shapes.insert(std::move(s));
   }

@@ -51,7 +51,8 @@ struct FitModel {
 
 // The hardware keys a fit may change. The efficiencies and gemm_half_rows are searched by the
 // optimiser; the overhead and the per-sequence attention cost add to predictions linearly, so they
-// are solved exactly (>= 0) for every candidate of the others; gemm_tile_rows is chosen from a grid.
+// are solved exactly (within their bounds) for every candidate of the others; gemm_tile_rows is
+// chosen from a grid.
 enum class FitKey {
   kGemmEfficiency,
   kMemoryEfficiency,
@@ -182,7 +183,7 @@ struct CalibrationFit {
 // The fit, deterministic for a given seed (whatever the threads). Minimises the loss with NLopt's
 // BOBYQA over the logarithms of the efficiencies and of 1 + gemm_half_rows, from the start's values
 // and from three points across the bounds, keeping the best; for every candidate the additive keys
-// take their exact non-negative least-squares values. Then the bootstrap (each resample's fit
+// take their exact least-squares values within their bounds. Then the bootstrap (each resample's fit
 // warm-started at the optimum), the held-out fit and the residuals. At most (8 + bootstrap) x
 // max_evaluations pricings of the data; a few seconds for 10,000 measured iterations.
 // REQUIRES: !data.empty(), every measured > 0, options.keys without repeats.

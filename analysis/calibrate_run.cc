@@ -101,7 +101,7 @@ std::string method(const CalibrationFit& fit) {
   }
   std::string line = "Fit: mean squared relative error";
   if (!searched.empty()) line += "; NLopt BOBYQA over " + searched + " (log scale)";
-  if (!solved.empty()) line += "; " + solved + " solved exactly (>= 0) at every step";
+  if (!solved.empty()) line += "; " + solved + " solved exactly (within their bounds) at every step";
   if (!grid.empty()) {
     line += "; " + grid + " the best of";
     for (double v : kGemmTileRowsCandidates) line += format(" %g", v);

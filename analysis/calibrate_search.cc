@@ -109,7 +109,59 @@ bool solve(std::vector<double>& g, std::vector<double>& b, size_t k) {
   return true;
 }
 
-// The sample's loss at x, with the solved keys at their best values >= 0 (into theta).
+// The t in the box 0 <= t <= upper that minimises the convex quadratic t'G t - 2 b't (G: n x n, row
+// by row). Its minimum is the unconstrained minimum over the free coordinates of one face of the
+// box (each other coordinate at 0 or at its upper bound) that lies inside the box; with at most a
+// few coordinates (the additive keys), every face is tried.
+std::vector<double> box_minimum(const std::vector<double>& g, const std::vector<double>& b,
+                                const std::vector<double>& upper) {
+  const size_t n = b.size();
+  const auto value_at = [&](const std::vector<double>& t) {
+    double f = 0;
+    for (size_t a = 0; a < n; ++a) {
+      f -= 2 * b[a] * t[a];
+      for (size_t e = 0; e < n; ++e) f += t[a] * g[a * n + e] * t[e];
+    }
+    return f;
+  };
+  std::vector<double> best(n, 0.0);
+  double best_value = 0;  // of t = 0
+  size_t faces = 1;
+  for (size_t j = 0; j < n; ++j) faces *= 3;
+  for (size_t face = 1; face < faces; ++face) {
+    // Coordinate j is at 0 (state 0), at its upper bound (1) or free (2).
+    std::vector<int> state(n);
+    std::vector<double> t(n, 0.0);
+    std::vector<size_t> free;
+    for (size_t j = 0, f = face; j < n; ++j, f /= 3) {
+      state[j] = static_cast<int>(f % 3);
+      if (state[j] == 1) t[j] = upper[j];
+      if (state[j] == 2) free.push_back(j);
+    }
+    const size_t k = free.size();
+    // The free coordinates' equations, the fixed ones moved to the right: G_ff t_f = b_f - G_fF t_F.
+    std::vector<double> gf(k * k), rhs(k);
+    for (size_t a = 0; a < k; ++a) {
+      rhs[a] = b[free[a]];
+      for (size_t j = 0; j < n; ++j) rhs[a] -= state[j] == 1 ? g[free[a] * n + j] * t[j] : 0;
+      for (size_t e = 0; e < k; ++e) gf[a * k + e] = g[free[a] * n + free[e]];
+    }
+    if (k > 0 && !solve(gf, rhs, k)) continue;
+    bool inside = true;
+    for (size_t a = 0; a < k; ++a) {
+      inside = inside && rhs[a] >= 0 && rhs[a] <= upper[free[a]];
+      t[free[a]] = rhs[a];
+    }
+    if (!inside) continue;
+    if (const double value = value_at(t); value < best_value) {
+      best_value = value;
+      best = t;
+    }
+  }
+  return best;
+}
+
+// The sample's loss at x, with the solved keys at their best values within bounds (into theta).
 class Objective {
  public:
   Objective(const Context& c, const std::vector<double>& weight) : c_(c), weight_(weight) {
@@ -139,14 +191,13 @@ class Objective {
   mutable int evaluations = 0;
 
  private:
-  // The additive values within their bounds [0, upper] that minimise sum w ((q + A theta - m) / m)^2:
-  // a convex quadratic theta'G theta - 2 b'theta (plus a constant) over a box, whose minimum is the
-  // minimum over the free keys of one face of the box (each other key at 0 or at its upper bound);
-  // with at most a few keys, every face is tried. Bounded here, not clipped afterwards, so that the
-  // loss the search reports is the loss of the values written into the file.
+  // The additive values within their bounds [0, upper] that minimise sum w ((q + A theta - m) / m)^2
+  // (box_minimum of its normal equations). Bounded here, not clipped afterwards, so that the loss
+  // the search reports is the loss of the values written into the file.
   std::vector<double> best_additive(const std::vector<double>& q) const {
     const size_t n = c_.solved.size();
-    std::vector<double> g(n * n, 0.0), b(n, 0.0);
+    std::vector<double> g(n * n, 0.0), b(n, 0.0), upper(n);
+    for (size_t j = 0; j < n; ++j) upper[j] = c_.solved[j]->upper;
     for (size_t i = 0; i < c_.data.size(); ++i) {
       if (weight_[i] == 0) continue;
       const double m = c_.data[i].measured, v = weight_[i] / (m * m);
@@ -156,52 +207,7 @@ class Objective {
         for (size_t e = 0; e < n; ++e) g[a * n + e] += v * ca * c_.columns[e][i];
       }
     }
-    const auto value_at = [&](const std::vector<double>& t) {
-      double f = 0;
-      for (size_t a = 0; a < n; ++a) {
-        f -= 2 * b[a] * t[a];
-        for (size_t e = 0; e < n; ++e) f += t[a] * g[a * n + e] * t[e];
-      }
-      return f;
-    };
-    std::vector<double> best(n, 0.0);
-    double best_value = 0;  // of theta = 0
-    size_t faces = 1;
-    for (size_t j = 0; j < n; ++j) faces *= 3;
-    for (size_t face = 1; face < faces; ++face) {
-      // Key j is at 0 (state 0), at its upper bound (1) or free (2).
-      std::vector<int> state(n);
-      std::vector<double> t(n, 0.0);
-      std::vector<size_t> free;
-      for (size_t j = 0, f = face; j < n; ++j, f /= 3) {
-        state[j] = static_cast<int>(f % 3);
-        if (state[j] == 1) t[j] = c_.solved[j]->upper;
-        if (state[j] == 2) free.push_back(j);
-      }
-      const size_t k = free.size();
-      if (k > 0) {
-        // The free keys' equations with the fixed ones moved to the right: G_ff t_f = b_f - G_fF t_F.
-        std::vector<double> gf(k * k), rhs(k);
-        for (size_t a = 0; a < k; ++a) {
-          rhs[a] = b[free[a]];
-          for (size_t j = 0; j < n; ++j) rhs[a] -= state[j] == 1 ? g[free[a] * n + j] * t[j] : 0;
-          for (size_t e = 0; e < k; ++e) gf[a * k + e] = g[free[a] * n + free[e]];
-        }
-        if (!solve(gf, rhs, k)) continue;
-        bool inside = true;
-        for (size_t a = 0; a < k; ++a) {
-          inside = inside && rhs[a] >= 0 && rhs[a] <= c_.solved[free[a]]->upper;
-          t[free[a]] = rhs[a];
-        }
-        if (!inside) continue;
-      }
-      const double value = value_at(t);
-      if (value < best_value) {
-        best_value = value;
-        best = t;
-      }
-    }
-    return best;
+    return box_minimum(g, b, upper);
   }
 
   const Context& c_;

@@ -24,8 +24,8 @@ double student_t_975(int64_t df) {
 }
 
 std::string seed_summary_title(int64_t seeds) {
-  return "Mean and 95 % CI of the mean over " + std::to_string(seeds) + " seeds (" + std::string(kSeedIntervalMethod) +
-         ")";
+  return "Mean and 95 % CI of the mean over " + std::to_string(seeds) + " seeds (" +
+         std::string(kSeedIntervalMethod) + ")";
 }
 
 SampleStats sample_stats(std::span<const double> values, double range_low, double range_high) {

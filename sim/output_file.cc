@@ -77,7 +77,8 @@ Status OutputFile::check() const {
   if (st && S_ISDIR(st->st_mode)) return Error{cannot + "it is a directory; give a file name"};
   if (st && !S_ISREG(st->st_mode)) return Ok{};  // a device or a pipe: written in place
   if (is_sqlite_file(path_)) {
-    return Error{named + ": that is a SQLite database; it is left as it is: give another file for " + option_};
+    return Error{named + ": that is a SQLite database; it is left as it is: give another file for " +
+                 option_};
   }
   const fs::path dir = folder_of(target_of(path_));
   std::error_code ec;
