@@ -11,6 +11,8 @@
 #include <cassert>
 #include <cmath>
 #include <cstdio>
+#include <set>
+#include <tuple>
 #include <thread>
 
 #include "analysis/calibrate_search.h"
@@ -278,6 +280,21 @@ void held_out(const Context& c, const HardwareSpec& start, const CalibrationOpti
   }
 }
 
+// How many measurements differ in their batch (its items in any order), model or coverage.
+size_t distinct_batches(const std::vector<Measurement>& data) {
+  using Shape = std::tuple<int32_t, int, std::vector<std::tuple<int64_t, int64_t, bool>>>;
+  std::set<Shape> shapes;
+  for (const Measurement& m : data) {
+    Shape s{m.model, static_cast<int>(m.covers), {}};
+    for (const RooflineModel::Item& it : m.items) {
+      std::get<2>(s).emplace_back(it.new_tokens, it.context_tokens, it.emits);
+    }
+    std::sort(std::get<2>(s).begin(), std::get<2>(s).end());
+    shapes.insert(std::move(s));
+  }
+  return shapes.size();
+}
+
 }  // namespace
 
 CalibrationFit fit_hardware(const HardwareSpec& start, const ModelSpec& model,
@@ -297,10 +314,9 @@ CalibrationFit fit_hardware(const HardwareSpec& start, const std::vector<FitMode
   const Optimum o = minimise_from_starts(c, all, cal);
 
   CalibrationFit fit;
+  // The point whose loss o.loss is: the additive keys are solved within their bounds, so nothing
+  // is clipped after the search.
   fit.hardware = hardware_at(c, o.x.data(), o.theta);
-  for (const KeyInfo* k : c.solved) {  // the file's bounds, which NNLS does not know
-    fit.hardware.*(k->field) = std::min(fit.hardware.*(k->field), k->upper);
-  }
   fit.mape_before = mape(start, c, all);
   fit.mape_after = mape(fit.hardware, c, all);
   fit.evaluations = o.evaluations + grid_evaluations;
@@ -344,9 +360,25 @@ CalibrationFit fit_hardware(const HardwareSpec& start, const std::vector<FitMode
     fit.parameters.push_back(p);
   }
   if (!runs.empty()) fit.trade_offs = trade_offs(runs, fit.parameters);
+  fit.distinct_batches = distinct_batches(data);
   if (cal.held_out && data.size() >= 4) held_out(c, start, cal, fit);
   fit.residuals = residuals(c, start, fit.hardware);
   return fit;
+}
+
+std::string CalibrationFit::undetermined() const {
+  std::string keys;
+  size_t count = 0;
+  for (const ParameterFit& p : parameters) {
+    if (!p.fitted) continue;
+    keys += std::string(count++ == 0 ? "" : ", ") + fit_key_name(p.key);
+  }
+  if (distinct_batches >= count) return "";
+  return "the measurements are of " + std::to_string(distinct_batches) + " distinct batch" +
+         (distinct_batches == 1 ? "" : "es") + ", too few to determine the " + std::to_string(count) +
+         " keys to fit (" + keys + "): any values that reproduce those batches fit them exactly. "
+         "Measure batches of more sizes (prompt chunks and decodes of several lengths and counts), or "
+         "fit fewer keys with --fit";
 }
 
 std::vector<std::string> CalibrationFit::warnings() const {

@@ -21,6 +21,7 @@
 
 #include "backends/hardware.h"
 #include "backends/roofline.h"
+#include "sim/output_file.h"
 #include "sim/result.h"
 
 namespace servesim {
@@ -50,7 +51,8 @@ struct FitModel {
 
 // The hardware keys a fit may change. The efficiencies and gemm_half_rows are searched by the
 // optimiser; the overhead and the per-sequence attention cost add to predictions linearly, so they
-// are solved exactly (>= 0) for every candidate of the others; gemm_tile_rows is chosen from a grid.
+// are solved exactly (within their bounds) for every candidate of the others; gemm_tile_rows is
+// chosen from a grid.
 enum class FitKey {
   kGemmEfficiency,
   kMemoryEfficiency,
@@ -163,6 +165,14 @@ struct CalibrationFit {
     double correlation;
   };
   std::vector<TradeOff> trade_offs;
+  // How many of the measurements differ in what was measured (the batch's items, the model, the
+  // parts covered): identical batches pin one value between them, whatever their number.
+  size_t distinct_batches = 0;
+
+  // Why the measurements cannot determine the keys fitted, or "" when they can: fewer distinct
+  // batches than keys fitted (each resample then fits the same few batches exactly, so the ranges
+  // would be 0 wide while the keys are free). sim calibrate refuses such a fit.
+  std::string undetermined() const;
 
   // One line per thing to distrust, each saying what it means and what to do: no convergence, a
   // key at a bound, a trade-off that leaves a key loose (a range wider than a quarter of its value),
@@ -173,7 +183,7 @@ struct CalibrationFit {
 // The fit, deterministic for a given seed (whatever the threads). Minimises the loss with NLopt's
 // BOBYQA over the logarithms of the efficiencies and of 1 + gemm_half_rows, from the start's values
 // and from three points across the bounds, keeping the best; for every candidate the additive keys
-// take their exact non-negative least-squares values. Then the bootstrap (each resample's fit
+// take their exact least-squares values within their bounds. Then the bootstrap (each resample's fit
 // warm-started at the optimum), the held-out fit and the residuals. At most (8 + bootstrap) x
 // max_evaluations pricings of the data; a few seconds for 10,000 measured iterations.
 // REQUIRES: !data.empty(), every measured > 0, options.keys without repeats.
@@ -200,20 +210,18 @@ struct MeasuredProfile {
 };
 // The fit to measured timings (of one GPU, several models and degrees at once): priced with
 // `hardware_path`, each measurement only over the parts it covers (comparable_price; so the
-// overhead, which no profile covers, is not fitted). Writes out_path and prints the report of
+// overhead, which no profile covers, is not fitted). Writes out_file and prints the report of
 // calibrate_run, with the error of each source before and after (on the held-out half too).
 Status calibrate_measured(const std::vector<MeasuredProfile>& sources, const std::string& hardware_path,
-                          const std::string& out_path, std::ostream& out,
-                          const CalibrationOptions& calibration = {});
+                          OutputFile& out_file, std::ostream& out, const CalibrationOptions& calibration = {});
 
 // Reads the run (default: the latest) from db_path, fits its hardware file, writes the result to
-// out_path (loadable with load_hardware; its header comment names the run, the errors, the
-// convergence and any warning), prints the report of the fit, and stores its summary as the run's
-// calibrate_* metrics (when the database takes writes). Errors: no database, no such run, no
-// measured iterations, no batch_items, an unreadable hardware or model file, an unwritable
-// out_path.
-Status calibrate_run(const std::string& db_path, std::optional<int64_t> run_id,
-                     const std::string& out_path, std::ostream& out,
-                     const CalibrationOptions& calibration = {});
+// out_file (sim/output_file.h; loadable with load_hardware; its header comment names the run, the
+// errors, the convergence and any warning), prints the report of the fit, and stores its summary as
+// the run's calibrate_* metrics (when the database takes writes). Errors: out_file.check()'s, before
+// anything is read; no database, no such run, no measured iterations, no batch_items, an unreadable
+// hardware or model file; a failed write (out_file.write_failed(); nothing printed but the error).
+Status calibrate_run(const std::string& db_path, std::optional<int64_t> run_id, OutputFile& out_file,
+                     std::ostream& out, const CalibrationOptions& calibration = {});
 
 }  // namespace servesim

@@ -5,13 +5,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <sstream>
 
 #include "analysis/batch_log.h"
 #include "analysis/calibrate.h"
 #include "analysis/measured.h"
 #include "analysis/database.h"
+#include "sim/output_file.h"
 
 namespace servesim {
 namespace {
@@ -101,7 +101,7 @@ std::string method(const CalibrationFit& fit) {
   }
   std::string line = "Fit: mean squared relative error";
   if (!searched.empty()) line += "; NLopt BOBYQA over " + searched + " (log scale)";
-  if (!solved.empty()) line += "; " + solved + " solved exactly (>= 0) at every step";
+  if (!solved.empty()) line += "; " + solved + " solved exactly (within their bounds) at every step";
   if (!grid.empty()) {
     line += "; " + grid + " the best of";
     for (double v : kGemmTileRowsCandidates) line += format(" %g", v);
@@ -183,8 +183,11 @@ Status store_metrics(const std::string& db_path, int64_t run, const CalibrationF
 // keys fitted, the summary and the warnings) and prints the report of the fit.
 Status write_and_print(const CalibrationFit& fit, const CalibrationOptions& calibration,
                        const std::string& from, size_t count, const std::string& what,
-                       const std::string& hardware_path, const std::string& out_path, std::ostream& out,
+                       const std::string& hardware_path, OutputFile& out_file, std::ostream& out,
                        const std::vector<std::string>& by_source = {}) {
+  if (const std::string why = fit.undetermined(); !why.empty()) {
+    return Error{from + ": " + why + "; nothing written to " + out_file.path()};
+  }
   std::vector<std::string> lines = summary(fit, calibration);
   if (!by_source.empty()) {
     lines.push_back("MAPE by source:");
@@ -199,11 +202,7 @@ Status write_and_print(const CalibrationFit& fit, const CalibrationOptions& cali
   header += "; the rest copied from " + one_line(hardware_path) + ".\n";
   for (const std::string& l : lines) header += "# " + l + "\n";
   for (const std::string& w : warnings) header += "# WARNING: " + w + "\n";
-  {
-    std::ofstream file(out_path, std::ios::binary | std::ios::trunc);
-    if (file) file << hardware_toml(with_calibration_table(fit.hardware, fit), header);
-    if (!file || !file.flush()) return Error{"cannot write " + out_path + "; use another --out"};
-  }
+  if (Status s = out_file.write(hardware_toml(with_calibration_table(fit.hardware, fit), header)); !s.ok()) return s;
   out << "Calibration of " << hardware_path << " from " << from << " (" << count << " " << what << ")\n"
       << method(fit) << "\n";
   out << lines[0] << "\n";
@@ -211,7 +210,7 @@ Status write_and_print(const CalibrationFit& fit, const CalibrationOptions& cali
   for (size_t i = 1; i < lines.size(); ++i) out << lines[i] << "\n";
   print_residuals(fit, out);
   for (const std::string& w : warnings) out << "WARNING: " << w << "\n";
-  out << "Wrote " << out_path << "\n";
+  out << "Wrote " << out_file.path() << "\n";
   return Ok{};
 }
 
@@ -276,9 +275,9 @@ HardwareSpec with_calibration_table(HardwareSpec hw, const CalibrationFit& fit) 
   return hw;
 }
 
-Status calibrate_run(const std::string& db_path, std::optional<int64_t> run_id,
-                     const std::string& out_path, std::ostream& out,
-                     const CalibrationOptions& calibration) {
+Status calibrate_run(const std::string& db_path, std::optional<int64_t> run_id, OutputFile& out_file,
+                     std::ostream& out, const CalibrationOptions& calibration) {
+  if (Status s = out_file.check(); !s.ok()) return s;  // before the fit: a typo costs no time
   Result<std::unique_ptr<Database>> opened = Database::open_read_only(db_path);
   if (!opened.ok()) return opened.error();
   sqlite3* db = opened.value()->handle();
@@ -300,7 +299,7 @@ Status calibrate_run(const std::string& db_path, std::optional<int64_t> run_id,
   const std::vector<std::string> warnings = fit.warnings();
 
   Status written = write_and_print(fit, calibration, name + " of " + db_path, data.value().size(),
-                                   "measured iterations", run.hardware, out_path, out);
+                                   "measured iterations", run.hardware, out_file, out);
   if (!written.ok()) return written;
   // The file is the product; a database that cannot take the summary (read-only) does not undo it.
   if (Status s = store_metrics(db_path, run.id, fit); !s.ok()) {
@@ -310,7 +309,8 @@ Status calibrate_run(const std::string& db_path, std::optional<int64_t> run_id,
 }
 
 Status calibrate_measured(const std::vector<MeasuredProfile>& sources, const std::string& hardware_path,
-                          const std::string& out_path, std::ostream& out, const CalibrationOptions& calibration) {
+                          OutputFile& out_file, std::ostream& out, const CalibrationOptions& calibration) {
+  if (Status s = out_file.check(); !s.ok()) return s;
   Result<HardwareSpec> hw = load_hardware(hardware_path);
   if (!hw.ok()) return hw.error();
   std::vector<FitModel> models;
@@ -362,7 +362,7 @@ Status calibrate_measured(const std::vector<MeasuredProfile>& sources, const std
                           " (" + std::to_string(count) + "): " + line);
     }
   }
-  return write_and_print(fit, fit_options, from, data.size(), "measured batches", hardware_path, out_path, out,
+  return write_and_print(fit, fit_options, from, data.size(), "measured batches", hardware_path, out_file, out,
                          by_source);
 }
 

@@ -13,6 +13,9 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <iterator>
+#include <limits>
+#include <vector>
 
 namespace servesim::calibration {
 namespace {
@@ -25,38 +28,59 @@ constexpr const char* kTooFast =
     "the roofline is far too fast for these batches: a cost it does not model (per sequence, per "
     "token, an unmodelled kernel) is being absorbed here; look at the residuals by kind and size";
 
-constexpr KeyInfo kKeys[] = {
-    {FitKey::kGemmEfficiency, "gemm_efficiency", &HardwareSpec::gemm_efficiency, 0.01, 1, 1, false,
+// The search's own limits, narrower than the reader's where those are wider than any real value
+// (an efficiency of 0.001, a ramp of 10^9 rows); -inf / inf: the reader's bound (all_keys() takes
+// the tighter of the two, so a fitted value always loads).
+constexpr double kReaders = std::numeric_limits<double>::infinity();
+constexpr KeyInfo kSearchLimits[] = {
+    {FitKey::kGemmEfficiency, "gemm_efficiency", &HardwareSpec::gemm_efficiency, 0.01, kReaders, 1, false,
      false, kTooFast, kTooSlow},
-    {FitKey::kMemoryEfficiency, "memory_efficiency", &HardwareSpec::memory_efficiency, 0.01, 1, 1,
+    {FitKey::kMemoryEfficiency, "memory_efficiency", &HardwareSpec::memory_efficiency, 0.01, kReaders, 1,
      false, false, kTooFast, kTooSlow},
     {FitKey::kAttentionEfficiency, "attention_efficiency", &HardwareSpec::attention_efficiency,
-     0.01, 1, 1, false, false, kTooFast, kTooSlow},
+     0.01, kReaders, 1, false, false, kTooFast, kTooSlow},
     {FitKey::kPrefillAttentionEfficiency, "prefill_attention_efficiency",
-     &HardwareSpec::prefill_attention_efficiency, 0.01, 1, 1, false, false, kTooFast, kTooSlow},
+     &HardwareSpec::prefill_attention_efficiency, 0.01, kReaders, 1, false, false, kTooFast, kTooSlow},
     {FitKey::kPrefillSelfAttentionEfficiency, "prefill_self_attention_efficiency",
-     &HardwareSpec::prefill_self_attention_efficiency, 0.01, 1, 1, false, false, kTooFast, kTooSlow},
+     &HardwareSpec::prefill_self_attention_efficiency, 0.01, kReaders, 1, false, false, kTooFast, kTooSlow},
     // Past 8,192 rows (a whole vLLM token budget) the ramp no longer shapes any real batch.
-    {FitKey::kGemmHalfRows, "gemm_half_rows", &HardwareSpec::gemm_half_rows, 0, 8192, 1, false, false,
+    {FitKey::kGemmHalfRows, "gemm_half_rows", &HardwareSpec::gemm_half_rows, -kReaders, 8192, 1, false, false,
      "GEMM efficiency shows no growth with rows in these batches (flat, as on a CPU); if you "
      "expected a ramp, the batches may not cover small row counts",
      "the efficiency keeps growing with rows past any real batch: the GEMM peak or "
      "gemm_efficiency is wrong"},
-    {FitKey::kGemmTileRows, "gemm_tile_rows", &HardwareSpec::gemm_tile_rows, 0, 256, 1, false, true,
+    // The largest of kGemmTileRowsCandidates.
+    {FitKey::kGemmTileRows, "gemm_tile_rows", &HardwareSpec::gemm_tile_rows, -kReaders, 256, 1, false, true,
      "no tile rounding fits better: the GEMM times grow smoothly with rows",
      "the times step at 256 rows or more: a coarser rounding than any GPU's tiles; look at the "
      "residuals of large batches"},
-    {FitKey::kOverhead, "overhead_us", &HardwareSpec::overhead, 0, 1, 1e6, true, false,
+    // The reader's: 0 to a second per iteration.
+    {FitKey::kOverhead, "overhead_us", &HardwareSpec::overhead, -kReaders, kReaders, 1e6, true, false,
      "the best fixed cost per iteration is 0 or less: the other terms already make small batches "
      "as slow as measured (at one row the read of the weights acts as a fixed cost); if the "
      "engine has a fixed cost of its own, the roofline is too slow for small batches",
-     "more than a second per iteration: the measurements are not of this model"},
-    // Past a millisecond per sequence and layer no attention kernel is still running.
+     "a second per iteration or more: the measurements are not of this model"},
+    // The reader's: 0 to a millisecond per sequence and layer, past which no attention kernel is
+    // still running.
     {FitKey::kAttentionSequence, "attention_sequence_us", &HardwareSpec::attention_sequence_overhead,
-     0, 1e-3, 1e6, true, false,
+     -kReaders, kReaders, 1e6, true, false,
      "attention costs nothing per sequence beyond its bytes and FLOPs in these batches",
-     "more than a millisecond per sequence and layer: the measurements are not of this model"},
+     "a millisecond per sequence and layer or more: the measurements are not of this model"},
 };
+
+// kSearchLimits within the bounds load_hardware accepts (backends/hardware.h): one source of truth
+// for what a hardware file may say, whatever the search prefers.
+std::vector<KeyInfo> with_readers_bounds() {
+  std::vector<KeyInfo> keys(std::begin(kSearchLimits), std::end(kSearchLimits));
+  for (KeyInfo& k : keys) {
+    const Result<HardwareKeyBounds> reader = hardware_key_bounds(k.name);
+    assert(reader.ok() && reader.value().min_inclusive);
+    k.lower = std::max(k.lower, reader.value().min);
+    k.upper = std::min(k.upper, reader.value().max);
+    assert(k.lower < k.upper);
+  }
+  return keys;
+}
 
 // Solves the k x k system g t = b in place (Gaussian elimination with partial pivoting); false when
 // it is singular to working precision (a column that is a multiple of another).
@@ -85,7 +109,59 @@ bool solve(std::vector<double>& g, std::vector<double>& b, size_t k) {
   return true;
 }
 
-// The sample's loss at x, with the solved keys at their best values >= 0 (into theta).
+// The t in the box 0 <= t <= upper that minimises the convex quadratic t'G t - 2 b't (G: n x n, row
+// by row). Its minimum is the unconstrained minimum over the free coordinates of one face of the
+// box (each other coordinate at 0 or at its upper bound) that lies inside the box; with at most a
+// few coordinates (the additive keys), every face is tried.
+std::vector<double> box_minimum(const std::vector<double>& g, const std::vector<double>& b,
+                                const std::vector<double>& upper) {
+  const size_t n = b.size();
+  const auto value_at = [&](const std::vector<double>& t) {
+    double f = 0;
+    for (size_t a = 0; a < n; ++a) {
+      f -= 2 * b[a] * t[a];
+      for (size_t e = 0; e < n; ++e) f += t[a] * g[a * n + e] * t[e];
+    }
+    return f;
+  };
+  std::vector<double> best(n, 0.0);
+  double best_value = 0;  // of t = 0
+  size_t faces = 1;
+  for (size_t j = 0; j < n; ++j) faces *= 3;
+  for (size_t face = 1; face < faces; ++face) {
+    // Coordinate j is at 0 (state 0), at its upper bound (1) or free (2).
+    std::vector<int> state(n);
+    std::vector<double> t(n, 0.0);
+    std::vector<size_t> free;
+    for (size_t j = 0, f = face; j < n; ++j, f /= 3) {
+      state[j] = static_cast<int>(f % 3);
+      if (state[j] == 1) t[j] = upper[j];
+      if (state[j] == 2) free.push_back(j);
+    }
+    const size_t k = free.size();
+    // The free coordinates' equations, the fixed ones moved to the right: G_ff t_f = b_f - G_fF t_F.
+    std::vector<double> gf(k * k), rhs(k);
+    for (size_t a = 0; a < k; ++a) {
+      rhs[a] = b[free[a]];
+      for (size_t j = 0; j < n; ++j) rhs[a] -= state[j] == 1 ? g[free[a] * n + j] * t[j] : 0;
+      for (size_t e = 0; e < k; ++e) gf[a * k + e] = g[free[a] * n + free[e]];
+    }
+    if (k > 0 && !solve(gf, rhs, k)) continue;
+    bool inside = true;
+    for (size_t a = 0; a < k; ++a) {
+      inside = inside && rhs[a] >= 0 && rhs[a] <= upper[free[a]];
+      t[free[a]] = rhs[a];
+    }
+    if (!inside) continue;
+    if (const double value = value_at(t); value < best_value) {
+      best_value = value;
+      best = t;
+    }
+  }
+  return best;
+}
+
+// The sample's loss at x, with the solved keys at their best values within bounds (into theta).
 class Objective {
  public:
   Objective(const Context& c, const std::vector<double>& weight) : c_(c), weight_(weight) {
@@ -115,42 +191,23 @@ class Objective {
   mutable int evaluations = 0;
 
  private:
-  // The additive values >= 0 that minimise sum w ((q + A theta - m) / m)^2: a convex quadratic,
-  // whose minimum over theta >= 0 is the unconstrained minimum over the free keys of one subset
-  // (the rest at 0); with at most a few keys, every subset is tried.
+  // The additive values within their bounds [0, upper] that minimise sum w ((q + A theta - m) / m)^2
+  // (box_minimum of its normal equations). Bounded here, not clipped afterwards, so that the loss
+  // the search reports is the loss of the values written into the file.
   std::vector<double> best_additive(const std::vector<double>& q) const {
     const size_t n = c_.solved.size();
-    std::vector<double> best(n, 0.0);
-    double best_value = 0;  // of theta = 0, relative to the constant part
-    for (uint32_t mask = 1; mask < (1u << n); ++mask) {
-      std::vector<size_t> free;
-      for (size_t j = 0; j < n; ++j) {
-        if (mask & (1u << j)) free.push_back(j);
-      }
-      const size_t k = free.size();
-      std::vector<double> g(k * k, 0.0), b(k, 0.0);
-      for (size_t i = 0; i < c_.data.size(); ++i) {
-        if (weight_[i] == 0) continue;
-        const double m = c_.data[i].measured, v = weight_[i] / (m * m);
-        for (size_t a = 0; a < k; ++a) {
-          const double ca = c_.columns[free[a]][i];
-          b[a] += v * ca * (m - q[i]);
-          for (size_t e = 0; e < k; ++e) g[a * k + e] += v * ca * c_.columns[free[e]][i];
-        }
-      }
-      std::vector<double> t = b;
-      if (!solve(g, t, k)) continue;
-      if (std::any_of(t.begin(), t.end(), [](double v) { return v < 0; })) continue;
-      // The quadratic t'Gt - 2b't at the minimum is -b't.
-      double value = 0;
-      for (size_t a = 0; a < k; ++a) value -= b[a] * t[a];
-      if (value < best_value) {
-        best_value = value;
-        std::fill(best.begin(), best.end(), 0.0);
-        for (size_t a = 0; a < k; ++a) best[free[a]] = t[a];
+    std::vector<double> g(n * n, 0.0), b(n, 0.0), upper(n);
+    for (size_t j = 0; j < n; ++j) upper[j] = c_.solved[j]->upper;
+    for (size_t i = 0; i < c_.data.size(); ++i) {
+      if (weight_[i] == 0) continue;
+      const double m = c_.data[i].measured, v = weight_[i] / (m * m);
+      for (size_t a = 0; a < n; ++a) {
+        const double ca = c_.columns[a][i];
+        b[a] += v * ca * (m - q[i]);
+        for (size_t e = 0; e < n; ++e) g[a * n + e] += v * ca * c_.columns[e][i];
       }
     }
-    return best;
+    return box_minimum(g, b, upper);
   }
 
   const Context& c_;
@@ -217,14 +274,17 @@ bool moves_a_prediction(const KeyInfo& k, const HardwareSpec& base, const Contex
 
 }  // namespace
 
-std::span<const KeyInfo> all_keys() { return kKeys; }
+std::span<const KeyInfo> all_keys() {
+  static const std::vector<KeyInfo> keys = with_readers_bounds();
+  return keys;
+}
 
 const KeyInfo& key_info(FitKey key) {
-  for (const KeyInfo& k : kKeys) {
+  for (const KeyInfo& k : all_keys()) {
     if (k.key == key) return k;
   }
-  assert(false && "every FitKey has a kKeys row");
-  return kKeys[0];
+  assert(false && "every FitKey has a kSearchLimits row");
+  return all_keys()[0];
 }
 
 double value_of(const KeyInfo& k, const HardwareSpec& hw) {
@@ -247,10 +307,14 @@ double from_x(const KeyInfo& k, double x) {
 
 HardwareSpec hardware_at(const Context& c, const double* x, const std::vector<double>& theta) {
   HardwareSpec hw = c.start;
+  // Clamped: exp(log(v)) may land a rounding error outside a bound the optimiser kept.
   for (size_t k = 0; k < c.searched.size(); ++k) {
-    hw.*(c.searched[k]->field) = from_x(*c.searched[k], x[k]);
+    const KeyInfo& key = *c.searched[k];
+    hw.*(key.field) = std::clamp(from_x(key, x[k]), key.lower, key.upper);
   }
-  for (size_t j = 0; j < c.solved.size(); ++j) hw.*(c.solved[j]->field) = theta[j];
+  for (size_t j = 0; j < c.solved.size(); ++j) {
+    hw.*(c.solved[j]->field) = std::clamp(theta[j], c.solved[j]->lower, c.solved[j]->upper);
+  }
   return hw;
 }
 

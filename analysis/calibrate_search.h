@@ -16,7 +16,9 @@ struct KeyInfo {
   FitKey key;
   const char* name;               // in the hardware file
   double HardwareSpec::*field;
-  double lower, upper;            // bounds, in HardwareSpec's unit
+  // Bounds, in HardwareSpec's unit: the ones load_hardware accepts (hardware_key_bounds), narrowed
+  // where the search has tighter limits of its own (efficiencies from 0.01, gemm_half_rows to 8,192).
+  double lower, upper;
   double file_unit;               // file unit per HardwareSpec unit (overhead_us: 1e6 per s)
   bool additive;                  // enters every prediction linearly: solved, not searched
   bool grid;                      // a whole number from kGemmTileRowsCandidates: tried, not searched
@@ -24,7 +26,7 @@ struct KeyInfo {
   const char* high_advice;        // what a value at `upper` means
 };
 
-// Every fittable key, in kFitKeys order; the row of one.
+// Every fittable key, in kFitKeys order, within the reader's bounds; the row of one.
 std::span<const KeyInfo> all_keys();
 const KeyInfo& key_info(FitKey key);
 // The key's value in hw: prefill_attention_efficiency 0 stands for attention_efficiency's.

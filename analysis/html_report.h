@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "analysis/bootstrap.h"
+#include "sim/output_file.h"
 #include "sim/result.h"
 
 namespace servesim {
@@ -31,16 +32,19 @@ struct HtmlReportOptions {
   std::string db_path = "sim.db";
   std::vector<int64_t> run_ids{};     // empty: the latest run (unless sweep_id is given)
   std::optional<int64_t> sweep_id{};  // a sweep's page instead of runs; 0: the latest sweep
-  std::string out_path{};             // the HTML file to write
+  std::string out_path{};             // the HTML file to write (by the overload without an OutputFile)
   // With it, a runs page adds a table per run: the bootstrap over its requests (analysis/bootstrap.h).
   std::optional<BootstrapOptions> bootstrap{};
 };
 
-// Writes the report to options.out_path and a line saying so to `log`. The file is written whole or
-// not at all: to a temporary file in the same folder, then renamed over out_path. Errors (nothing
-// written): out_path empty, or in a folder that does not exist or cannot be written (naming it);
-// no database at db_path, or not a servesim one; no runs; a run id that does not exist (naming the
-// ids that do); no such sweep; both runs and a sweep asked for.
+// Writes the report to `file` (sim/output_file.h: whole or not at all; options.out_path is not used)
+// and a line saying so to `log`. Errors (nothing written): file.check()'s, before the database is
+// read (no path, a folder that does not exist or cannot be written, the database itself or another
+// SQLite file); no database at db_path, or not a servesim one; no runs; a run id that does not
+// exist (naming the ids that do); no such sweep; both runs and a sweep asked for; a failed write
+// (file.write_failed()).
+Status write_html_report(const HtmlReportOptions& options, OutputFile& file, std::ostream& log);
+// The same to options.out_path (as --html), which may not be the database at options.db_path.
 Status write_html_report(const HtmlReportOptions& options, std::ostream& log);
 
 }  // namespace servesim

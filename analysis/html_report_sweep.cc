@@ -314,7 +314,7 @@ Result<std::optional<Table>> summary_table(Database& db, const StoredSweep& swee
                         spread ? "[" + fixed_decimals(st.low(), d) + ", " + fixed_decimals(st.high(), d) + "]" : "-",
                         spread ? fixed_decimals(st.std, d) : "-", std::to_string(st.n)});
     }
-    t.footnote = "Student's t interval of the mean over the seeds' runs: the spread of the workload's random draws.";
+    t.footnote = std::string(kSeedIntervalMethod) + ": the interval of the mean over the seeds' runs, the spread of the workload's random draws.";
     return std::optional<Table>(std::move(t));
   }
   if (sweep.kind == "model-uncertainty") {

@@ -23,8 +23,15 @@ double student_t_975(int64_t df) {
          (79 * z9 + 776 * z7 + 1482 * z5 - 1920 * z3 - 945 * z) / (92160 * v * v * v * v);
 }
 
-SampleStats sample_stats(std::span<const double> values) {
+std::string seed_summary_title(int64_t seeds) {
+  return "Mean and 95 % CI of the mean over " + std::to_string(seeds) + " seeds (" +
+         std::string(kSeedIntervalMethod) + ")";
+}
+
+SampleStats sample_stats(std::span<const double> values, double range_low, double range_high) {
   SampleStats s;
+  s.range_low = range_low;
+  s.range_high = range_high;
   s.n = static_cast<int64_t>(values.size());
   double sum = 0;
   for (const double x : values) sum += x;
@@ -56,8 +63,8 @@ std::span<const SeedMetric> seed_summary_metrics() {
       {"itl_p99", "ms", 1000},
       {"e2el_mean", "ms", 1000},
       {"e2el_p99", "ms", 1000},
-      {"slot_utilization", "", 1},
-      {"kv_utilization_mean", "", 1},
+      {"slot_utilization", "", 1, 1},
+      {"kv_utilization_mean", "", 1, 1},
       {"preemptions", "", 1},
   };
   return kMetrics;
@@ -70,7 +77,7 @@ std::vector<SeedAggregate> aggregate_seed_runs(const std::vector<std::vector<Met
     for (const std::vector<Metric>& run : runs) {
       if (std::optional<double> v = find_metric(run, m.name)) values.push_back(*v * m.scale);
     }
-    if (!values.empty()) out.push_back({m, sample_stats(values)});
+    if (!values.empty()) out.push_back({m, sample_stats(values, 0, m.range_high)});
   }
   return out;
 }
@@ -118,20 +125,20 @@ void print_seed_summary(std::ostream& out, const std::vector<SeedAggregate>& agg
     const std::string label =
         std::string(a.metric.name) + (a.metric.unit.empty() ? "" : " (" + std::string(a.metric.unit) + ")");
     const bool spread = !std::isnan(s.half_width);
-    rows.push_back({label, fixed_decimals(s.mean, d), spread ? "± " + fixed_decimals(s.half_width, d) : "",
+    rows.push_back({label, fixed_decimals(s.mean, d),
                     spread ? "[" + fixed_decimals(s.low(), d) + ", " + fixed_decimals(s.high(), d) + "]" : "",
                     spread ? "std " + fixed_decimals(s.std, d) : "",
                     "(" + std::to_string(s.n) + (s.n == 1 ? " seed)" : " seeds)")});
   }
-  std::vector<size_t> width(6, 0);
+  std::vector<size_t> width(5, 0);
   for (const auto& r : rows) {
     for (size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], r[i].size());
   }
   for (const auto& r : rows) {
     std::string line;
     for (size_t i = 0; i < r.size(); ++i) {
-      const std::string pad(width[i] - r[i].size() + (i == 2 ? 1 : 0), ' ');  // "±" is 2 bytes, 1 column
-      line += (i ? "  " : "") + (i == 0 || i == 5 ? r[i] + pad : pad + r[i]);
+      const std::string pad(width[i] - r[i].size(), ' ');
+      line += (i ? "  " : "") + (i == 0 || i == 4 ? r[i] + pad : pad + r[i]);
     }
     while (!line.empty() && line.back() == ' ') line.pop_back();
     out << line << '\n';
@@ -144,7 +151,8 @@ nlohmann::json seed_aggregate_json(const std::vector<SeedAggregate>& aggregate) 
   for (const SeedAggregate& a : aggregate) {
     out.push_back({{"metric", a.metric.name}, {"unit", a.metric.unit}, {"n", a.stats.n},
                    {"mean", a.stats.mean}, {"std", number(a.stats.std)},
-                   {"ci_low", number(a.stats.low())}, {"ci_high", number(a.stats.high())}});
+                   {"ci_low", number(a.stats.low())}, {"ci_high", number(a.stats.high())},
+                   {"ci_method", kSeedIntervalMethod}});
   }
   return out;
 }

@@ -209,7 +209,7 @@ Status print_sweep_report(const std::string& db_path, std::optional<int64_t> swe
           }
           out << "," << v;
         }
-        out << ",\n";
+        out << "," << (what[0] == 'c' ? csv_field("95 % CI of the mean: " + std::string(kSeedIntervalMethod)) : "") << "\n";
       }
     }
     return Ok{};
@@ -253,7 +253,7 @@ Status print_sweep_report(const std::string& db_path, std::optional<int64_t> swe
   }
   if (!s.answer.empty()) out << "Answer: " << s.answer << '\n';
   if (s.kind == "seeds") {
-    out << "\nMean and 95 % CI of the mean over " << aggregated << " seeds (Student's t):\n";
+    out << "\n" << seed_summary_title(aggregated) << ":\n";
     print_seed_summary(out, aggregate);
   }
   if (s.kind == "model-uncertainty") {

@@ -123,6 +123,12 @@ Status read_calibration(const toml::table& root, const std::string& path, Hardwa
 
 }  // namespace
 
+Result<HardwareKeyBounds> hardware_key_bounds(std::string_view key) {
+  const NumberKey* n = number_key(key);
+  if (n == nullptr) return Error{"unknown hardware key '" + std::string(key) + "'"};
+  return HardwareKeyBounds{n->min * n->scale, n->min_inclusive, n->max * n->scale};
+}
+
 Status set_hardware_number(HardwareSpec& hw, std::string_view key, double value) {
   const NumberKey* n = number_key(key);
   if (n == nullptr) return Error{"unknown hardware key '" + std::string(key) + "'"};

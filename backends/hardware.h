@@ -80,6 +80,17 @@ Result<HardwareSpec> load_hardware(const std::string& path);
 // as if the file said so; its calibration table kept. Errors: no such sample.
 Result<HardwareSpec> with_calibration_sample(const HardwareSpec& hw, int64_t sample);
 
+// The values load_hardware accepts for a number key of the file ("gemm_efficiency", "overhead_us"),
+// in HardwareSpec's unit (overhead_us: seconds): [min, max], or (min, max] when !min_inclusive.
+// What anything that writes a hardware file (sim calibrate) must stay within.
+struct HardwareKeyBounds {
+  double min = 0;
+  bool min_inclusive = true;
+  double max = 0;
+};
+// Errors: not a number key of the file.
+Result<HardwareKeyBounds> hardware_key_bounds(std::string_view key);
+
 // Sets the hardware file key `key` (a number key, in the file's unit, as load_hardware reads it) in hw.
 // Errors: an unknown key, or a value outside the key's bounds.
 Status set_hardware_number(HardwareSpec& hw, std::string_view key, double value);

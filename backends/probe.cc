@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -61,9 +62,8 @@ ProbeResult probe_host() {
   return r;
 }
 
-Status write_probe(const ProbeResult& r, const std::string& path) {
-  std::ofstream out(path);
-  if (!out) return Error{path + ": cannot write the hardware file"};
+Status write_probe(const ProbeResult& r, OutputFile& file) {
+  std::ostringstream out;
   const double tflops = r.gemm_flops / 1e12;
   out << "# This host, measured by `sim probe`: the cpu engine's float32 matrix product and a 256 MiB\n"
          "# memory copy. The rates are achieved, not peak, so the efficiencies start at 1; fit them\n"
@@ -82,9 +82,7 @@ Status write_probe(const ProbeResult& r, const std::string& path) {
       << "attention_efficiency = 0.5       # attention loops are slower than the product; calibrate\n"
       << "overhead_us = 20                 # per-iteration bookkeeping; calibrate\n"
       << "gemm_half_rows = 0\n";
-  out.close();
-  if (!out) return Error{path + ": writing the hardware file failed"};
-  return Ok{};
+  return file.write(out.str());
 }
 
 }  // namespace servesim

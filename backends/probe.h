@@ -7,6 +7,7 @@
 #include <ostream>
 #include <string>
 
+#include "sim/output_file.h"
 #include "sim/result.h"
 
 namespace servesim {
@@ -23,7 +24,8 @@ ProbeResult probe_host();
 // be read.
 double host_meminfo_bytes(const char* field);
 
-// Writes the result as a hardware TOML; errors if the file cannot be written.
-Status write_probe(const ProbeResult& result, const std::string& path);
+// Writes the result as a hardware TOML to `file` (sim/output_file.h: checked, whole or not at all);
+// its errors.
+Status write_probe(const ProbeResult& result, OutputFile& file);
 
 }  // namespace servesim

@@ -1,6 +1,9 @@
 // The `sim` executable: dispatches to `run` (the default), `report`, `list`, `validate`,
 // `calibrate` and `probe`.
+#include <cerrno>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -14,6 +17,7 @@
 #include "policies/registry.h"
 #include "routers/registry.h"
 #include "cli/cli.h"
+#include "sim/output_file.h"
 #include "sim/presets.h"
 
 namespace servesim {
@@ -55,10 +59,15 @@ int probe_command(const std::vector<std::string>& args, std::ostream& out, std::
                           "writes a hardware file for `sim --backend cpu --hardware FILE`.\n";
     return help ? kExitOk : kExitBadInput;
   }
-  const ProbeResult r = probe_host();
-  if (Status s = write_probe(r, args[1]); !s.ok()) {
+  OutputFile file("--out", args[1]);
+  if (Status s = file.check(); !s.ok()) {  // before the measurement, which takes seconds
     err << "sim probe: " << s.error().message << "\n";
     return kExitBadInput;
+  }
+  const ProbeResult r = probe_host();
+  if (Status s = write_probe(r, file); !s.ok()) {
+    err << "sim probe: " << s.error().message << "\n";
+    return file.write_failed() ? kExitFailed : kExitBadInput;
   }
   char line[160];
   std::snprintf(line, sizeof line,
@@ -178,7 +187,37 @@ int sim_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
 
 }  // namespace servesim
 
+namespace {
+
+// Flushes and closes standard output: "" when everything written to it arrived, else why not.
+std::string close_stdout() {
+  errno = 0;
+  std::cout.flush();
+  bool ok = static_cast<bool>(std::cout);
+  if (std::fflush(stdout) != 0) ok = false;
+  int reason = errno;
+  if (std::ferror(stdout) != 0) ok = false;
+  if (std::fclose(stdout) != 0) {
+    ok = false;
+    reason = errno;
+  }
+  if (ok) return "";
+  return reason != 0 ? std::strerror(reason) : "an earlier write failed";
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  // A write past `ulimit -f` fails with EFBIG through each writer's own error path (a message, a
+  // failed run, exit 1) instead of SIGXFSZ killing the process with no word.
+  std::signal(SIGXFSZ, SIG_IGN);
   std::vector<std::string> args(argv + 1, argv + argc);
-  return servesim::sim_main(args, std::cout, std::cerr);
+  int status = servesim::sim_main(args, std::cout, std::cerr);
+  // What went to standard output is part of the result: a full disk behind it (`sim list runs >
+  // /dev/full`) is a failure, not a success that printed nothing.
+  if (const std::string failed = close_stdout(); !failed.empty()) {
+    std::cerr << "sim: writing standard output failed: " << failed << "\n";
+    if (status == servesim::kExitOk) status = servesim::kExitFailed;
+  }
+  return status;
 }

@@ -18,6 +18,7 @@
 #include "analysis/validate.h"
 #include "sim/config.h"
 #include "cli/cli.h"
+#include "sim/output_file.h"
 #include "sim/presets.h"
 
 namespace servesim {
@@ -67,10 +68,12 @@ std::optional<int64_t> run_id(const po::variables_map& vm) {
   return vm["run"].as<int64_t>();
 }
 
-int finish(const Command& c, const Status& s, std::ostream& err) {
+// The exit status of a command that ended with s: 0, 1 when writing `written` failed (the disk, not
+// the input), else 2.
+int finish(const Command& c, const Status& s, std::ostream& err, const OutputFile* written = nullptr) {
   if (s.ok()) return kExitOk;
   err << "sim " << c.name << ": " << s.error().message << "\n";
-  return kExitBadInput;
+  return written != nullptr && written->write_failed() ? kExitFailed : kExitBadInput;
 }
 
 }  // namespace
@@ -126,10 +129,10 @@ int report_command(const std::vector<std::string>& args, std::ostream& out, std:
       const std::string f = vm["format"].as<std::string>();
       return finish(c, Error{"--html writes a page; --format " + f + " does not apply to it"}, err);
     }
-    HtmlReportOptions html{.db_path = vm["db"].as<std::string>(), .run_ids = runs,
-                           .out_path = vm["html"].as<std::string>(), .bootstrap = bootstrap};
+    HtmlReportOptions html{.db_path = vm["db"].as<std::string>(), .run_ids = runs, .bootstrap = bootstrap};
     if (vm.count("sweep") != 0) html.sweep_id = vm["sweep"].as<int64_t>();
-    return finish(c, write_html_report(html, out), err);
+    OutputFile file("--html", vm["html"].as<std::string>(), {{"--db", html.db_path}});
+    return finish(c, write_html_report(html, file, out), err, &file);
   }
   if (runs.size() > 1) return finish(c, Error{"give one --run, or use --html / sim compare"}, err);
   if (vm.count("sweep") != 0) {
@@ -404,15 +407,17 @@ int calibrate_command(const std::vector<std::string>& args, std::ostream& out, s
     std::string hardware_path;
     Result<std::vector<MeasuredProfile>> sources = measured_profiles(vm, hardware_path);
     if (!sources.ok()) return finish(c, sources.error(), err);
-    return finish(c, calibrate_measured(sources.value(), hardware_path, vm["out"].as<std::string>(), out, options),
-                  err);
+    std::vector<OutputFile::Protected> inputs;
+    for (const MeasuredProfile& m : sources.value()) inputs.push_back({"--measured", m.path});
+    OutputFile file("--out", vm["out"].as<std::string>(), std::move(inputs));
+    return finish(c, calibrate_measured(sources.value(), hardware_path, file, out, options), err, &file);
   }
   if (vm.count("hardware") != 0 || vm.count("model") != 0 || vm.count("tp") != 0) {
     return finish(c, Error{"--hardware, --model and --tp apply with --measured only"}, err);
   }
-  return finish(c, calibrate_run(vm["db"].as<std::string>(), run_id(vm), vm["out"].as<std::string>(), out,
-                                 options),
-                err);
+  const std::string db = vm["db"].as<std::string>();
+  OutputFile file("--out", vm["out"].as<std::string>(), {{"--db", db}});
+  return finish(c, calibrate_run(db, run_id(vm), file, out, options), err, &file);
 }
 
 }  // namespace servesim

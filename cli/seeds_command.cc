@@ -22,6 +22,7 @@
 #include "sim/presets.h"
 #include "sim/stop_signals.h"
 #include "sim/toml_fields.h"
+#include "workloads/replay.h"
 
 namespace servesim {
 namespace po = boost::program_options;
@@ -57,6 +58,14 @@ Result<BootstrapOptions> bootstrap_options(const po::variables_map& vm, uint64_t
 }
 
 namespace {
+
+// The refusal of --seeds for a workload of fixed requests (`what`: "a trace file"), pointing to the
+// bootstrap over its requests.
+std::string fixed_requests(const std::string& trace, const std::string& what) {
+  return "--seeds: " + trace + " is " + what + ": fixed requests and arrival times, so every seed gives the "
+         "same run; --seeds needs a generated workload. For error bars on a trace, resample its requests "
+         "instead: sim --trace " + trace + " --bootstrap 1000";
+}
 
 // A run repeated over the values of one key, as a sweep of its own kind: the seeds of --seeds, the
 // calibration samples of --model-uncertainty.
@@ -157,17 +166,13 @@ int seeds_command(const po::variables_map& vm, std::ostream& out, std::ostream& 
   if (config.trace.empty()) return bad("no workload: give --trace FILE (a generated workload) with --seeds");
   Result<std::string> path = resolve_preset(config.trace, PresetKind::kWorkload, "trace");
   if (!path.ok()) return bad(path.error().message);
+  if (is_trace_path(path.value())) return bad(fixed_requests(config.trace, "a trace file"));
   Result<std::string> text = read_text_file(path.value());
   if (!text.ok()) return bad(text.error().message);
   Result<toml::table> workload = parse_toml(text.value(), path.value());
   if (!workload.ok()) return bad(workload.error().message);
   const toml::table* generate = workload.value().get_as<toml::table>("generate");
-  if (generate == nullptr) {
-    return bad("--seeds: " + config.trace +
-               " is a trace (fixed requests and arrival times, no [generate] table), so every seed gives "
-               "the same run; --seeds needs a generated workload. For error bars on a trace, resample its "
-               "requests instead: sim --trace " + config.trace + " --bootstrap 1000");
-  }
+  if (generate == nullptr) return bad(fixed_requests(config.trace, "a trace (no [generate] table)"));
   int64_t first = 0;
   if (config.seed) {
     first = static_cast<int64_t>(*config.seed);
@@ -188,8 +193,7 @@ int seeds_command(const po::variables_map& vm, std::ostream& out, std::ostream& 
     int64_t aggregated = 0;
     Result<std::vector<SeedAggregate>> aggregate = read_seed_aggregate(db, r.sweep_id, &aggregated);
     if (!aggregate.ok()) return aggregate.error();
-    o << "Seeds " << first << " to " << first + n - 1 << ": " << runs << "\n"
-      << "Mean and 95 % CI of the mean over " << aggregated << " seeds (Student's t):\n";
+    o << "Seeds " << first << " to " << first + n - 1 << ": " << runs << "\n" << seed_summary_title(aggregated) << ":\n";
     print_seed_summary(o, aggregate.value());
     return Ok{};
   };

@@ -2,7 +2,7 @@
 // --save-detailed` file through the simulator (runner/run.h, with the requests built in memory)
 // and compares the measured latencies with the simulated ones (analysis/vllm_validate.h).
 #include <cmath>
-#include <fstream>
+#include <optional>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -13,6 +13,7 @@
 #include "analysis/vllm_validate.h"
 #include "cli/cli.h"
 #include "runner/run.h"
+#include "sim/output_file.h"
 #include "sim/presets.h"
 #include "sim/stop_signals.h"
 #include "sim/toml_fields.h"
@@ -138,6 +139,14 @@ int validate_vllm_command(const std::vector<std::string>& args, std::ostream& ou
   Result<RunConfig> resolved = resolve_config(std::move(t));
   if (!resolved.ok()) return fail(err, resolved.error().message);
   const RunConfig& config = resolved.value();
+  // Before the replay: the simulated file may replace neither the measured one nor the database.
+  std::optional<OutputFile> simulated_file;
+  if (vm.count("write-simulated") != 0) {
+    std::vector<OutputFile::Protected> protect = {{"--vllm-result", path}};
+    if (config.db != kInMemoryDatabase) protect.push_back({"--db", config.db});
+    simulated_file.emplace("--write-simulated", vm["write-simulated"].as<std::string>(), std::move(protect));
+    if (Status s = simulated_file->check(); !s.ok()) return fail(err, s.error().message);
+  }
   const uint64_t seed = config.seed.value_or(0);
   Result<Workload> workload = vllm_bench_workload(measured, seed);
   if (!workload.ok()) return fail(err, workload.error().message);
@@ -182,11 +191,11 @@ int validate_vllm_command(const std::vector<std::string>& args, std::ostream& ou
   c.latencies = compare_latencies(measured.requests, recorder.records());
   print_vllm_comparison(c, format == "json" ? ReportFormat::kJson : ReportFormat::kText, out);
 
-  if (vm.count("write-simulated") != 0) {
-    const std::string file = vm["write-simulated"].as<std::string>();
-    std::ofstream f(file);
-    f << vllm_detailed_result(measured, recorder.records()).dump() << "\n";
-    if (!f) return fail(err, file + ": cannot write file");
+  if (simulated_file) {
+    if (Status s = simulated_file->write(vllm_detailed_result(measured, recorder.records()).dump() + "\n"); !s.ok()) {
+      err << "sim validate: " << s.error().message << "\n";
+      return simulated_file->write_failed() ? kExitFailed : kExitBadInput;
+    }
   }
   if (!run.write_error.empty()) {
     err << "sim validate: writing " << config.db << " failed: " << run.write_error << "\n";

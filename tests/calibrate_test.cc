@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <sstream>
 
@@ -16,6 +17,7 @@
 #include "analysis/database.h"
 #include "analysis/validate.h"
 #include "tests/cli_harness.h"
+#include "tests/test_util.h"
 
 namespace servesim {
 namespace {
@@ -144,6 +146,13 @@ class CalibrateTest : public ::testing::Test {
   std::string db_path_;
 };
 
+// calibrate_run writing to out_path (as --out), which may not be the database.
+Status calibrate(const std::string& db_path, std::optional<int64_t> run, const std::string& out_path,
+                 std::ostream& out, const CalibrationOptions& options = {}) {
+  OutputFile file("--out", out_path, {{"--db", db_path}});
+  return calibrate_run(db_path, run, file, out, options);
+}
+
 // Few resamples: the tests' runs are small, and the ranges are tested on their own below.
 CalibrationOptions quick() {
   CalibrationOptions o;
@@ -155,7 +164,7 @@ TEST_F(CalibrateTest, RecoversTheMachineThatMeasuredTheRun) {
   const int64_t run = make_run(240);
   const std::string out_path = (dir_ / "fitted.toml").string();
   std::ostringstream out;
-  Status s = calibrate_run(db_path_, run, out_path, out, quick());
+  Status s = calibrate(db_path_, run, out_path, out, quick());
   ASSERT_TRUE(s.ok()) << s.error().message;
   EXPECT_NE(out.str().find("MAPE"), std::string::npos) << out.str();
   EXPECT_NE(out.str().find("overhead_us"), std::string::npos) << out.str();
@@ -194,8 +203,8 @@ TEST_F(CalibrateTest, FitIsDeterministic) {
   const int64_t run = make_run(60);
   const std::string a = (dir_ / "a.toml").string(), b = (dir_ / "b.toml").string();
   std::ostringstream out;
-  ASSERT_TRUE(calibrate_run(db_path_, run, a, out, quick()).ok());
-  ASSERT_TRUE(calibrate_run(db_path_, std::nullopt, b, out, quick()).ok());  // the latest run
+  ASSERT_TRUE(calibrate(db_path_, run, a, out, quick()).ok());
+  ASSERT_TRUE(calibrate(db_path_, std::nullopt, b, out, quick()).ok());  // the latest run
   std::ifstream fa(a), fb(b);
   std::stringstream sa, sb;
   sa << fa.rdbuf();
@@ -206,28 +215,28 @@ TEST_F(CalibrateTest, FitIsDeterministic) {
 TEST_F(CalibrateTest, Errors) {
   const std::string out_path = (dir_ / "fitted.toml").string();
   std::ostringstream out;
-  Status s = calibrate_run(db_path_, std::nullopt, out_path, out);
+  Status s = calibrate(db_path_, std::nullopt, out_path, out);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.error().message.find("no database"), std::string::npos) << s.error().message;
 
   const int64_t run = make_run(10);
-  s = calibrate_run(db_path_, run + 5, out_path, out);
+  s = calibrate(db_path_, run + 5, out_path, out);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.error().message.find("no run " + std::to_string(run + 5)), std::string::npos)
       << s.error().message;
 
   const int64_t bare = make_run(10, /*log_items=*/false);
-  s = calibrate_run(db_path_, bare, out_path, out);
+  s = calibrate(db_path_, bare, out_path, out);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.error().message.find("logged no batches"), std::string::npos) << s.error().message;
 
   const int64_t empty = make_run(0);
-  s = calibrate_run(db_path_, empty, out_path, out);
+  s = calibrate(db_path_, empty, out_path, out);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.error().message.find("no measured iterations"), std::string::npos)
       << s.error().message;
 
-  s = calibrate_run(db_path_, run, (dir_ / "no" / "such" / "dir.toml").string(), out);
+  s = calibrate(db_path_, run, (dir_ / "no" / "such" / "dir.toml").string(), out);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.error().message.find("cannot write"), std::string::npos) << s.error().message;
   EXPECT_FALSE(fs::exists(out_path));
@@ -562,6 +571,77 @@ TEST(CalibrateFit, ResidualsShowATermTheModelLacks) {
   EXPECT_EQ(with.residuals[2].size.find(" seqs"), with.residuals[2].size.size() - 5);
 }
 
+// Measurements no key can explain: every iteration took 1,000 s (a stalled host), where the slowest
+// the keys allow (efficiencies at 0.01, the overhead at the reader's most, a second) prices these
+// batches at a few seconds. Before: the overhead was solved without its upper bound, so each
+// bootstrap sample said about 1e9 us (a file `sim run` refused), and the loss printed was the one of
+// that unbounded overhead (about 1e-5) while the file got 1 s and a MAPE of 99 % (issue 42).
+TEST(CalibrateFit, MeasurementsNoKeyCanExplainGiveAFileThatLoadsAndTheLossOfThatFile) {
+  std::vector<Measurement> data = measure(synthetic_truth(), 60, 0, 12);
+  for (Measurement& m : data) m.measured = 1000;
+  const CalibrationFit f = fit(data, bootstrap(20));
+  EXPECT_EQ(f.undetermined(), "");  // 60 distinct batches: determined, just not by this model
+
+  const std::string path = servesim::testing::temp_path("stalled.toml");
+  std::ofstream(path) << hardware_toml(with_calibration_table(f.hardware, f), "# test\n");
+  const Result<HardwareSpec> loaded = load_hardware(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.error().message;
+  ASSERT_EQ(loaded.value().calibration_samples.size(), 20u);
+  for (int64_t k = 0; k < 20; ++k) EXPECT_TRUE(with_calibration_sample(loaded.value(), k).ok()) << k;
+  const ParameterFit& overhead = parameter(f, FitKey::kOverhead);
+  EXPECT_EQ(overhead.value, 1e6);  // microseconds: the reader's upper bound
+  EXPECT_EQ(overhead.at_bound, 1);
+  EXPECT_LE(overhead.high, 1e6);
+
+  // The loss printed is the mean squared relative error of the hardware written, whose mean
+  // absolute relative error is the MAPE printed beside it.
+  const RooflineModel written(f.hardware, llama(), bf16);
+  double squared = 0, absolute = 0;
+  for (const Measurement& m : data) {
+    const double r = (written.price(m.items.data(), m.items.size()).total() - m.measured) / m.measured;
+    squared += r * r;
+    absolute += std::fabs(r);
+  }
+  const double n = static_cast<double>(data.size());
+  EXPECT_NEAR(f.convergence.loss, squared / n, 1e-9 * squared / n);
+  EXPECT_NEAR(f.mape_after, absolute / n, 1e-12);
+  EXPECT_GT(f.mape_after, 0.5);
+  EXPECT_GE(std::sqrt(f.convergence.loss), f.mape_after - 1e-12);  // RMS >= mean of |r|
+}
+
+// One batch measured over and over pins one sum of the keys, not each: every resample would fit it
+// exactly, so the ranges would be 0 wide around arbitrary values.
+TEST(CalibrateFit, IdenticalMeasurementsCannotDetermineTheKeys) {
+  const std::vector<Measurement> one = measure(synthetic_truth(), 1, 0, 13);
+  std::vector<Measurement> data(40, one[0]);
+  const CalibrationFit f = fit(data, bootstrap(5));
+  EXPECT_EQ(f.distinct_batches, 1u);
+  EXPECT_NE(f.undetermined().find("the measurements are of 1 distinct batch, too few to determine the"),
+            std::string::npos)
+      << f.undetermined();
+  // The order of a batch's items does not make it another batch.
+  std::vector<Measurement> shuffled = data;
+  std::reverse(shuffled[1].items.begin(), shuffled[1].items.end());
+  EXPECT_EQ(fit(shuffled, bootstrap(0)).distinct_batches, 1u);
+  // Fitting the overhead alone from it is determined.
+  CalibrationOptions overhead_only = bootstrap(0);
+  overhead_only.keys = {FitKey::kOverhead};
+  EXPECT_EQ(fit(data, overhead_only).undetermined(), "");
+}
+
+TEST(CalibrateFit, TheFitsBoundsAreWithinTheReaders) {
+  for (FitKey key : kFitKeys) {
+    CalibrationOptions options = bootstrap(0);
+    options.keys = {key};
+    const CalibrationFit f = fit(measure(synthetic_truth(), 6, 0, 14), options);
+    const ParameterFit& p = f.parameters.at(0);
+    SCOPED_TRACE(fit_key_name(key));
+    HardwareSpec hw;
+    EXPECT_TRUE(set_hardware_number(hw, fit_key_name(key), p.lower).ok());
+    EXPECT_TRUE(set_hardware_number(hw, fit_key_name(key), p.upper).ok());
+  }
+}
+
 TEST(CalibrateFit, KeyNames) {
   for (FitKey key : kFitKeys) EXPECT_EQ(parse_fit_key(fit_key_name(key)).value(), key);
   Result<FitKey> bad = parse_fit_key("overhead");
@@ -576,6 +656,47 @@ namespace servesim::testing {
 namespace {
 
 using CalibrateCli = Cli;
+
+// Our CSV of measured iterations (data/measured/README.md): one prompt chunk each, of `tokens(i)`
+// new tokens, taking `ms(i)`.
+std::string measured_csv(int iterations, const std::function<int(int)>& tokens, const std::function<double(int)>& ms) {
+  std::string csv = "iteration,new_tokens,context_tokens,measured_ms\n";
+  for (int i = 0; i < iterations; ++i) {
+    csv += std::to_string(i) + "," + std::to_string(tokens(i)) + ",0," + std::to_string(ms(i)) + "\n";
+  }
+  return csv;
+}
+
+// Issue 42: `sim calibrate` wrote a hardware file that `sim run` then refused (bootstrap samples
+// outside the keys' bounds) on data whose time does not depend on the batch.
+TEST_F(CalibrateCli, AFitToDataNoKeyExplainsWritesAFileThatRunsAndIdenticalDataIsRefused) {
+  write("stalled.csv", measured_csv(24, [](int i) { return 16 * (i + 1); }, [](int) { return 1e6; }));
+  const std::vector<std::string> calibrate = {"calibrate", "--measured", "stalled.csv", "--hardware", "a100-80gb",
+                                              "--model", "llama-2-7b", "--bootstrap", "10", "--out", "stalled.toml"};
+  Outcome o = sim(calibrate);
+  ASSERT_EQ(o.status, 0) << o.output;
+  EXPECT_NE(o.output.find("AT UPPER BOUND"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("Wrote stalled.toml"), std::string::npos) << o.output;
+  o = sim({"--trace", kData + "/workloads/seed-toy.toml", "--hardware", "stalled.toml", "--model", "llama-2-7b",
+           "--backend", "roofline", "--model-uncertainty", "--log", "summary"});
+  EXPECT_EQ(o.status, 0) << o.output;
+
+  write("same.csv", measured_csv(24, [](int) { return 512; }, [](int) { return 41.2; }));
+  std::vector<std::string> same = calibrate;
+  same[2] = "same.csv";
+  same.back() = "same.toml";
+  o = sim(same);
+  EXPECT_EQ(o.status, 2) << o.output;
+  EXPECT_NE(o.output.find("sim calibrate: same.csv: the measurements are of 1 distinct batch, too few to determine"),
+            std::string::npos)
+      << o.output;
+  EXPECT_NE(o.output.find("--fit"), std::string::npos) << o.output;
+  EXPECT_FALSE(fs::exists(dir_ / "same.toml"));
+  // With one key to fit, one batch determines it.
+  same.insert(same.end(), {"--fit", "overhead_us"});
+  o = sim(same);
+  EXPECT_EQ(o.status, 0) << o.output;
+}
 
 TEST_F(CalibrateCli, ReportsConvergenceRangesHeldOutErrorAndResiduals) {
   const std::string w = write("w.toml",

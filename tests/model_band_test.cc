@@ -128,7 +128,9 @@ TEST_F(ModelBandCli, RunsWithoutSamplesAreRefused) {
 // nor the unfitted), one row per bootstrap resample, loadable.
 TEST_F(ModelBandCli, CalibrateWritesTheSamples) {
   const auto o = sim({"calibrate", "--measured", SERVESIM_PROJECT_DIR "/tests/data/measured/vidur/compute/a100/meta-llama/Llama-2-7b-hf",
-                      "--out", "fit.toml", "--bootstrap", "7"});
+                      "--out", "fit.toml", "--bootstrap", "7", "--fit",
+                      // as many keys as the excerpt's 6 batches can pin
+                      "gemm_efficiency,memory_efficiency,attention_efficiency,gemm_tile_rows,overhead_us"});
   ASSERT_EQ(o.status, 0) << o.output;
   const Result<HardwareSpec> hw = load_hardware((dir_ / "fit.toml").string());
   ASSERT_TRUE(hw.ok()) << hw.error().message;

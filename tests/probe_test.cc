@@ -15,14 +15,16 @@ TEST(Probe, WritesAHardwareFileThatLoads) {
   r.memory_bandwidth = 30e9;
   r.memory_bytes = 16.0 * (1 << 30);
   const std::string path = servesim::testing::temp_path("probe_test_host.toml");
-  ASSERT_TRUE(write_probe(r, path).ok());
+  OutputFile file("--out", path);
+  ASSERT_TRUE(write_probe(r, file).ok());
   Result<HardwareSpec> hw = load_hardware(path);
   ASSERT_TRUE(hw.ok()) << hw.error().message;
   EXPECT_NEAR(hw.value().fp32_flops, 12.5e9, 1e6);
   EXPECT_NEAR(hw.value().memory_bandwidth, 30e9, 1e6);
   EXPECT_NEAR(hw.value().memory_bytes, 16.0 * (1 << 30), 1e6);
   EXPECT_FALSE(hw.value().bf16);
-  EXPECT_FALSE(write_probe(r, "/nonexistent-dir/x.toml").ok());
+  OutputFile nowhere("--out", "/nonexistent-dir/x.toml");
+  EXPECT_FALSE(write_probe(r, nowhere).ok());
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -52,6 +53,51 @@ TEST(SeedStats, AggregateScalesLatenciesAndSkipsMissingMetrics) {
   EXPECT_EQ(a[1].metric.name, "ttft_p99");
   EXPECT_NEAR(a[1].stats.mean, 600, 1e-9);  // milliseconds
   EXPECT_NEAR(a[1].stats.half_width, 12.7062 * std::sqrt(0.02) * 1000 / std::sqrt(2.0), 1e-6);
+}
+
+// Two seeds of metrics that vary a lot between them: mean - t s / sqrt(2), with t = 12.7, is below
+// 0 for each, and mean + t s / sqrt(2) is above 1 for the fraction (issue 42: "--seeds prints
+// negative confidence bounds"). The interval is cut at the range, its t half-width kept.
+TEST(SeedStats, IntervalsStayInsideTheMetricsRange) {
+  const std::vector<std::vector<Metric>> runs = {
+      {{"request_throughput", 3.0}, {"ttft_p99", 0.4}, {"slot_utilization", 0.3}, {"preemptions", 0}},
+      {{"request_throughput", 4.0}, {"ttft_p99", 0.6}, {"slot_utilization", 0.99}, {"preemptions", 12}}};
+  const std::vector<SeedAggregate> a = aggregate_seed_runs(runs);
+  ASSERT_EQ(a.size(), 4u);
+  for (const SeedAggregate& g : a) {
+    SCOPED_TRACE(std::string(g.metric.name));
+    EXPECT_TRUE(g.stats.cut());
+    EXPECT_EQ(g.stats.low(), 0);
+    EXPECT_GT(g.stats.high(), g.stats.mean);
+  }
+  const SampleStats& ttft = a[1].stats;  // milliseconds
+  EXPECT_NEAR(ttft.half_width, 12.7062 * std::sqrt(0.02) * 1000 / std::sqrt(2.0), 1e-6);
+  EXPECT_NEAR(ttft.high(), 500 + ttft.half_width, 1e-9);
+  const SampleStats& slots = a[2].stats;
+  EXPECT_EQ(a[2].metric.name, "slot_utilization");
+  EXPECT_EQ(slots.high(), 1);
+  // A sample far from the range keeps its t interval.
+  const std::vector<double> x = {100, 101, 102};
+  const SampleStats wide = sample_stats(x, 0, 1000);
+  EXPECT_FALSE(wide.cut());
+  EXPECT_DOUBLE_EQ(wide.low(), wide.mean - wide.half_width);
+  EXPECT_DOUBLE_EQ(wide.high(), wide.mean + wide.half_width);
+  // One value: no interval.
+  const std::vector<double> one = {7};
+  EXPECT_TRUE(std::isnan(sample_stats(one, 0, 10).low()));
+  EXPECT_TRUE(std::isnan(sample_stats(one, 0, 10).high()));
+}
+
+TEST(SeedStats, TheSummaryAndTheJsonStateTheMethod) {
+  const std::vector<std::vector<Metric>> runs = {{{"ttft_p99", 0.4}}, {{"ttft_p99", 0.6}}};
+  const std::vector<SeedAggregate> a = aggregate_seed_runs(runs);
+  EXPECT_EQ(seed_summary_title(2), "Mean and 95 % CI of the mean over 2 seeds (Student's t, cut at the metric's range)");
+  const nlohmann::json j = seed_aggregate_json(a);
+  EXPECT_EQ(j.at(0).at("ci_method"), "Student's t, cut at the metric's range");
+  EXPECT_EQ(j.at(0).at("ci_low"), 0.0);
+  std::ostringstream text;
+  print_seed_summary(text, a);
+  EXPECT_EQ(text.str(), "ttft_p99 (ms)  500  [0, 1771]  std 141  (2 seeds)\n");
 }
 
 using servesim::testing::Cli;
@@ -117,6 +163,33 @@ TEST_F(SeedsCli, TheSameCommandGivesTheSameAggregate) {
             aggregate_of(sim({"report", "--sweep", "1", "--db", "b.db", "--format", "json"}).output));
 }
 
+// Two seeds of a small workload: several metrics differ by more than a ninth of their mean, which
+// took the t interval (t = 12.7) below 0 (issue 42). Every bound within the metric's range, and the
+// method said in the text and the JSON.
+TEST_F(SeedsCli, TwoSeedsGiveNoBoundOutsideTheMetricsRange) {
+  const auto o = sim({"--seeds", "2", "--trace", "pareto.toml", "--num-prompts", "100", "--log", "summary"});
+  ASSERT_EQ(o.status, 0) << o.output;
+  EXPECT_NE(o.output.find("Mean and 95 % CI of the mean over 2 seeds (Student's t, cut at the metric's range):"),
+            std::string::npos)
+      << o.output;
+  EXPECT_EQ(o.output.find("[-"), std::string::npos) << o.output;
+  const nlohmann::json agg = aggregate_of(sim({"report", "--sweep", "1", "--format", "json"}).output);
+  int cut = 0;
+  for (const auto& m : agg) {
+    const std::string name = m.at("metric");
+    EXPECT_GE(m.at("ci_low").get<double>(), 0) << name;
+    if (name == "slot_utilization" || name == "kv_utilization_mean") {
+      EXPECT_LE(m.at("ci_high").get<double>(), 1) << name;
+    }
+    EXPECT_EQ(m.at("ci_method"), "Student's t, cut at the metric's range") << name;
+    cut += m.at("ci_low").get<double>() == 0 && m.at("mean").get<double>() > 0;
+  }
+  EXPECT_GT(cut, 3) << agg.dump();  // the case the cut is for did happen
+  const auto csv = sim({"report", "--sweep", "1", "--format", "csv"});
+  EXPECT_NE(csv.output.find("\"95 % CI of the mean: Student's t, cut at the metric's range\"\n"), std::string::npos)
+      << csv.output;
+}
+
 TEST_F(SeedsCli, SeedGivesTheFirstSeed) {
   const auto o = sim({"--seeds", "2", "--seed", "7", "--trace", "pareto.toml", "--num-prompts", "50", "--log", "summary"});
   ASSERT_EQ(o.status, 0) << o.output;
@@ -133,6 +206,16 @@ TEST_F(SeedsCli, BadCountsAndTracesAreRefused) {
   EXPECT_EQ(trace.status, 2) << trace.output;
   EXPECT_NE(trace.output.find("is a trace"), std::string::npos) << trace.output;
   EXPECT_NE(trace.output.find("bootstrap"), std::string::npos) << trace.output;
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "sim.db"));
+  // A trace file is not TOML: the same refusal, not "malformed TOML".
+  for (const char* file : {"azure_conv_head.csv", "mooncake_conversation_head.jsonl"}) {
+    const std::string path = std::string(SERVESIM_PROJECT_DIR) + "/tests/data/traces/" + file;
+    const auto o = sim({"--seeds", "3", "--trace", path});
+    EXPECT_EQ(o.status, 2) << o.output;
+    EXPECT_NE(o.output.find("--seeds: " + path + " is a trace file: fixed requests"), std::string::npos) << o.output;
+    EXPECT_NE(o.output.find("--bootstrap 1000"), std::string::npos) << o.output;
+    EXPECT_EQ(o.output.find("malformed"), std::string::npos) << o.output;
+  }
   EXPECT_FALSE(std::filesystem::exists(dir_ / "sim.db"));
 }
 
