@@ -14,7 +14,7 @@
 //             integer?: true when only whole numbers make sense as ticks,
 //             clip?: (y) where the axis stops; larger values are drawn on the top edge as triangles,
 //             with their values in the tooltip, until "log y" shows the whole range}
-//   series = {label, color: palette index, draw: "line" | "dash" | "step" | "points" | "markers" | "bar",
+//   series = {label, color: palette index (or a "#rrggbb"), draw: "line" | "dash" | "step" | "points" | "markers" | "bar",
 //             x: [...], y: [...] (bar: y only, one per category), lo?/hi?: a band around y,
 //             names?: a name per point for its tooltip, shape?: a point style index, radius?: of markers,
 //             keep?: always in the legend (as dashed lines are),
@@ -37,7 +37,7 @@
     consoleError.apply(console, args);
   };
 
-  function colorOf(s) { return PALETTE[(s.color || 0) % PALETTE.length]; }
+  function colorOf(s) { return typeof s.color === 'string' ? s.color : PALETTE[(s.color || 0) % PALETTE.length]; }
 
   // A series' points; with a clip, values above it sit on it, marked (c) and keeping their own (t).
   function points(s, ys, clip) {

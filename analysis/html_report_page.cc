@@ -44,15 +44,17 @@ td { white-space: nowrap; }
 th { vertical-align: bottom; min-width: 3em; }
 td:first-child, th:first-child, td.l, th.l { text-align: left; }
 td:first-child { color: #444; }
-td.long { white-space: normal; overflow-wrap: anywhere; min-width: 18em; max-width: 32em; }
+td.long { white-space: normal; overflow-wrap: anywhere; min-width: 9em; max-width: 32em; }
+.wide td.long { min-width: 14em; }
 tr.best td { background: #e6f4ea; font-weight: 600; }
 .scroll { overflow-x: auto; max-width: 100%; }
 button + button { margin-left: 4px; }
 button { font-size: 11px; border: 1px solid #ccd; background: #f4f5f8; border-radius: 4px; cursor: pointer; }
 )css";
 
-// A cell longer than this wraps within its column (a workload's path, an error, a verdict).
-constexpr size_t kLongCell = 40;
+// A cell longer than this wraps within its column (a workload's path, an error, a verdict); shorter
+// ones (a100-80gb, "miss: overloaded") stay on one line.
+constexpr size_t kLongCell = 24;
 
 // A header may break after _ and . (cost_per_million_output_tokens), so that it is no wider than
 // its column's numbers.
@@ -75,12 +77,18 @@ bool numeric_cell(const std::string& c) {
   return end != p && (*end == '\0' || *end == ' ' || *end == '%' || *end == ',');
 }
 
-// A column is text when any of its cells is (the first is always left, by the style sheet).
+// A column is text when most of its cells are (a column of numbers with a "yes" stays numbers;
+// the first is always left, by the style sheet).
 std::vector<bool> text_columns(const Table& t) {
-  std::vector<bool> text(t.header.size(), false);
+  std::vector<int> words(t.header.size(), 0), numbers(t.header.size(), 0);
   for (const auto& row : t.rows) {
-    for (size_t c = 1; c < row.size() && c < text.size(); ++c) text[c] = text[c] || !numeric_cell(row[c]);
+    for (size_t c = 1; c < row.size() && c < words.size(); ++c) {
+      if (row[c].empty() || row[c] == "-") continue;
+      ++(numeric_cell(row[c]) ? numbers[c] : words[c]);
+    }
   }
+  std::vector<bool> text(t.header.size(), false);
+  for (size_t c = 1; c < text.size(); ++c) text[c] = words[c] > numbers[c];
   return text;
 }
 

@@ -210,11 +210,11 @@ Table max_rate_table(const SweepView& view) {
 }
 
 // A sweep over request_rate: for each combination of the other keys, the largest rate whose point
-// is usable (done, not overloaded, nothing rejected), and the verdict of the next rate up.
+// is usable (done, not overloaded), and the verdict of the next rate up.
 std::optional<Table> carried_rate_table(const SweepView& view) {
   const size_t rk = view.key_index("request_rate");
   if (rk == view.sweep.keys.size() || view.points.empty()) return std::nullopt;
-  Table t{.title = "Largest request_rate each configuration carries (done, not overloaded, nothing rejected)",
+  Table t{.title = "Largest request_rate each configuration carries (done, not overloaded)",
           .header = {},
           .rows = {}};
   for (size_t k = 0; k < view.sweep.keys.size(); ++k) {
@@ -308,7 +308,8 @@ Table points_table(const SweepView& view) {
   t.footnote = view.search ? "Verdicts re-derived from each probe's run and the search's SLOs: a probe passes when "
                              "its run is done, not overloaded, rejects no request (unless a rejected SLO allows a "
                              "share) and meets every SLO."
-                           : "Verdict: ok when the point's run is done, not overloaded and rejected no request.";
+                           : "Verdict: ok when the point's run is done and not overloaded (with the requests it "
+                             "rejected, if any).";
   return t;
 }
 

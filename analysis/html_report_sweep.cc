@@ -298,6 +298,8 @@ size_t SweepView::key_index(std::string_view key) const {
 
 std::string SweepView::verdict(const SweepPoint& p) const {
   if (search) return p.pass() ? "pass" : "miss: " + p.miss;
+  const double rejected = p.metric("rejected").value_or(0);
+  if (p.pass() && rejected > 0) return "ok, " + format_number(rejected) + " rejected";
   return p.pass() ? "ok" : p.miss;
 }
 
@@ -317,10 +319,12 @@ Result<SweepView> read_sweep_view(Database& db, std::optional<int64_t> sweep_id)
   view.search = view.sweep.kind == "search";
   if (Status s = read_points(db, view); !s.ok()) return s.error();
   read_spec(view);
-  // A sweep has no SLOs: its verdict is only whether the point is usable.
-  const std::vector<slo::Objective> none;
+  // A sweep has no SLOs: its verdict is only whether the point is usable (done, not overloaded);
+  // its rejections are a property of the configuration, counted in the verdict, not a miss.
+  const std::vector<slo::Objective> any_rejected = {
+      slo::Objective{.key = "rejected", .metric = "rejected", .bound = 1, .at_least = false}};
   for (SweepPoint& p : view.points) {
-    p.miss = slo::miss(view.search ? view.objectives : none, p.status, p.error, p.metrics);
+    p.miss = slo::miss(view.search ? view.objectives : any_rejected, p.status, p.error, p.metrics);
   }
   return view;
 }

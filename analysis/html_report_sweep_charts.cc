@@ -25,6 +25,9 @@ constexpr const char* kCharted[][2] = {{"ttft_p99", "p99 TTFT"},
                                        {"request_throughput", "Request throughput"},
                                        {"output_throughput", "Output throughput"}};
 
+// SLO lines are black: every palette colour may be a configuration's.
+constexpr const char* kSloColor = "#222222";
+
 // Marker styles (html_report.js): as the verdict.
 enum Style { kPass = 0, kMiss = 1, kOverloaded = 2 };
 
@@ -116,7 +119,7 @@ std::string legend_caption(const SweepView& view, const nlohmann::json& chart) {
     }
   }
   std::string out;
-  if (miss) out += view.search ? " Hollow: the probe missed an SLO." : " Hollow: not usable (rejected requests).";
+  if (miss) out += view.search ? " Hollow: the probe missed an SLO." : " Hollow: the point did not complete.";
   if (overloaded) out += " Crosses: overloaded (the queue grows without bound).";
   return out;
 }
@@ -169,14 +172,15 @@ Card metric_card(const std::string& metric, const std::string& title, const Swee
   for (const SloLine& slo : view.lines) {
     if (slo.metric != metric) continue;
     lines.push_back(slo.ms);
-    nlohmann::json s = make_series(slo.label, 3, "dash");
+    nlohmann::json s = make_series(slo.label, 0, "dash");
+    s["color"] = kSloColor;
     add_points(s, std::vector<Point>{{lo, slo.ms}, {hi, slo.ms}});
     card.chart["series"].push_back(std::move(s));
   }
   if (latency) clip_y(card.chart, values, lines);
   card.caption = "Each marker one " + std::string(view.search ? "probe" : "point") + " (" + metric + " of its run)" +
                  (groups.size() > 1 ? "; one line per combination of the other keys." : ".") +
-                 (lines.empty() ? "" : " Dashed red: the SLO.") + legend_caption(view, card.chart) +
+                 (lines.empty() ? "" : " Dashed black: the SLO.") + legend_caption(view, card.chart) +
                  clip_caption(card.chart);
   return card;
 }
@@ -223,7 +227,8 @@ Card pareto_card(const SweepView& view) {
   for (const SloLine& slo : view.lines) {
     if (slo.metric != "ttft_p99") continue;
     lines.push_back(slo.ms);
-    nlohmann::json s = make_series(slo.label, 3, "dash");
+    nlohmann::json s = make_series(slo.label, 0, "dash");
+    s["color"] = kSloColor;
     add_points(s, std::vector<Point>{{all.front().first.x, slo.ms}, {all.back().first.x, slo.ms}});
     card.chart["series"].push_back(std::move(s));
   }
