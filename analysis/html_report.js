@@ -14,7 +14,8 @@
 //             integer?: true when only whole numbers make sense as ticks,
 //             clip?: (y) where the axis stops; larger values are drawn on the top edge as triangles,
 //             with their values in the tooltip, until "log y" shows the whole range}
-//   series = {label, color: palette index (or a "#rrggbb"), draw: "line" | "dash" | "step" | "points" | "markers" | "bar",
+//   series = {label, color: palette index (or a "#rrggbb"),
+//             draw: "line" | "dash" | "step" | "points" | "markers" | "bar",
 //             x: [...], y: [...] (bar: y only, one per category), lo?/hi?: a band around y,
 //             names?: a name per point for its tooltip, shape?: a point style index, radius?: of markers,
 //             keep?: always in the legend (as dashed lines are),
@@ -209,7 +210,8 @@
     built.forEach((b) => {
       try {
         if (drewMarks(b.chart)) drawn++; else failed.push(b.title);
-        if (b.chart.legend && b.chart.legend.legendItems) legendMax = Math.max(legendMax, b.chart.legend.legendItems.length);
+        const legend = b.chart.legend && b.chart.legend.legendItems;
+        if (legend) legendMax = Math.max(legendMax, legend.length);
         b.chart.data.datasets.forEach((d) => d.data.forEach((p) => { if (p && p.c) clipped++; }));
       } catch (e) {
         failed.push(b.title);

@@ -96,7 +96,9 @@ void append_table(std::string& out, const Table& t) {
   out += std::string("<div class=\"card") + (t.wide ? " wide" : "") + "\"><h3>" + escape_html(t.title) +
          "</h3><div class=\"scroll\"><table><tr>";
   const std::vector<bool> text = text_columns(t);
-  for (size_t c = 0; c < t.header.size(); ++c) out += (text[c] ? "<th class=\"l\">" : "<th>") + header_html(t.header[c]) + "</th>";
+  for (size_t c = 0; c < t.header.size(); ++c) {
+    out += (text[c] ? "<th class=\"l\">" : "<th>") + header_html(t.header[c]) + "</th>";
+  }
   out += "</tr>\n";
   for (size_t r = 0; r < t.rows.size(); ++r) {
     const bool best = std::find(t.highlight.begin(), t.highlight.end(), r) != t.highlight.end();

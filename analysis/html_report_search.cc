@@ -156,7 +156,9 @@ std::vector<BestRow> cheapest_rows(const SweepView& view) {
 
 Table cheapest_table(const SweepView& view) {
   const size_t rk = view.key_index("replicas");
-  Table t{.title = "Best row per configuration: the fewest replicas that pass, cheapest first", .header = {}, .rows = {}};
+  Table t{.title = "Best row per configuration: the fewest replicas that pass, cheapest first",
+          .header = {},
+          .rows = {}};
   for (size_t k = 0; k < view.sweep.keys.size(); ++k) {
     if (k != rk) t.header.push_back(view.sweep.keys[k]);
   }
@@ -186,7 +188,9 @@ Table cheapest_table(const SweepView& view) {
 // A max-rate search: the largest rate that passed, and the smallest that missed above it.
 Table max_rate_table(const SweepView& view) {
   const size_t rk = view.key_index("request_rate");
-  Table t{.title = "Answer: the largest rate that passed, the smallest that missed above it", .header = {"request_rate", "verdict"}, .rows = {}};
+  Table t{.title = "Answer: the largest rate that passed, the smallest that missed above it",
+          .header = {"request_rate", "verdict"},
+          .rows = {}};
   const std::vector<std::string> metrics = best_metrics(view);
   for (const std::string& m : metrics) t.header.push_back(header_of(m));
   t.header.insert(t.header.end(), {"probe", "run"});
@@ -223,8 +227,9 @@ std::optional<Table> carried_rate_table(const SweepView& view) {
   t.header.insert(t.header.end(), {"request_rate", "next rate up"});
   std::vector<std::string> metrics;
   for (const char* m : {"request_throughput", "ttft_p99", "tpot_p99", "slo_attainment", "cost_per_hour"}) {
-    if (std::any_of(view.points.begin(), view.points.end(), [&](const SweepPoint& p) { return p.metric(m).has_value(); }))
-      metrics.push_back(m);
+    const bool any = std::any_of(view.points.begin(), view.points.end(),
+                                 [&](const SweepPoint& p) { return p.metric(m).has_value(); });
+    if (any) metrics.push_back(m);
   }
   for (const std::string& m : metrics) t.header.push_back(header_of(m));
   for (const std::vector<SweptValue>& combo : combinations(view, rk)) {

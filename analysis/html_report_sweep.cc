@@ -218,7 +218,8 @@ Result<std::optional<Table>> summary_table(Database& db, const StoredSweep& swee
 std::string subtitle(Database& db, const SweepView& view) {
   std::string keys;
   for (const std::string& k : view.sweep.keys) keys += (keys.empty() ? "" : ", ") + k;
-  const std::string what = view.search ? " probes run" : " of " + std::to_string(view.sweep.points) + " points recorded";
+  const std::string what =
+      view.search ? " probes run" : " of " + std::to_string(view.sweep.points) + " points recorded";
   return "Database " + db.path() + "; servesim " SERVESIM_VERSION "; " + std::to_string(view.points.size()) + what +
          "; " + (view.search ? "searched" : "swept") + ": " + (keys.empty() ? "-" : keys) + ".";
 }

@@ -96,7 +96,8 @@ nlohmann::json answer_series(const SweepView& view, const SweepPoint& answer, Po
 }
 
 // Limits the chart's y axis when overloaded points would flatten it (see clip_ceiling).
-void clip_y(nlohmann::json& chart, const std::vector<std::pair<double, bool>>& values, const std::vector<double>& lines) {
+void clip_y(nlohmann::json& chart, const std::vector<std::pair<double, bool>>& values,
+            const std::vector<double>& lines) {
   if (const std::optional<double> ceiling = clip_ceiling(values, lines)) {
     chart["y"]["clip"] = *ceiling;
     chart["logToggleY"] = true;

@@ -50,7 +50,8 @@ TEST(SloVerdict, RefusesBadTokensSayingWhatWasExpected) {
 }
 
 TEST(SloVerdict, ReadsAStoredDefinitionsNumbersAndStrings) {
-  Result<toml::table> t = parse_toml("p99_ttft = 2.0\np90_tpot = 0.08\nrejected = 0.01\nmean_e2el = '1500ms'\n", "spec");
+  Result<toml::table> t =
+      parse_toml("p99_ttft = 2.0\np90_tpot = 0.08\nrejected = 0.01\nmean_e2el = '1500ms'\n", "spec");
   ASSERT_TRUE(t.ok());
   Result<std::vector<slo::Objective>> o = slo::from_table(t.value());
   ASSERT_TRUE(o.ok()) << o.error().message;
