@@ -3,21 +3,31 @@
 // parsed it builds one Chart.js chart per <canvas data-chart="i"> from the page's data blob, then
 // checks that every chart drew marks and writes the result into the element #servesim-selfcheck:
 //   {"charts_expected": n, "charts_drawn": m, "failed": [titles], "errors": [messages],
-//    "render_ms": time to build and draw the charts}
+//    "render_ms": time to build and draw the charts, "legend_items_max": the most entries a legend
+//    shows, "clipped_points": points drawn on a clipped axis' edge}
 //
 // The data blob (the JSON script element #servesim-data) is {"charts": [chart...]}:
 //   chart  = {type: "line" (numeric x) | "bar" (categories), x: axis, y: axis, series: [series...],
-//             logToggle: true when the card has a "log x" button}
+//             logToggle: true when the card has a "log x" button, logToggleY: the same for y,
+//             logX: true when x starts logarithmic (values spread over orders of magnitude)}
 //   axis   = {title, min?, max?, labels?: bar categories, ticks?: names of integer x values,
-//             integer?: true when only whole numbers make sense as ticks}
-//   series = {label, color: palette index, draw: "line" | "dash" | "step" | "points" | "markers" | "bar",
+//             integer?: true when only whole numbers make sense as ticks,
+//             clip?: (y) where the axis stops; larger values are drawn on the top edge as triangles,
+//             with their values in the tooltip, until "log y" shows the whole range}
+//   series = {label, color: palette index (or a "#rrggbb"),
+//             draw: "line" | "dash" | "step" | "points" | "markers" | "bar",
 //             x: [...], y: [...] (bar: y only, one per category), lo?/hi?: a band around y,
-//             names?: a name per point for its tooltip, shape?: a point style index}
+//             names?: a name per point for its tooltip, shape?: a point style index, radius?: of markers,
+//             keep?: always in the legend (as dashed lines are),
+//             styles?: a style per point: 0 filled, 1 hollow (missed an SLO), 2 cross (overloaded)}
+// A legend shows at most LEGEND_CAP entries (and every dashed line: SLOs, diagonals), then "+N more",
+// which shows the rest when clicked.
 (function () {
   'use strict';
   const PALETTE = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2',
                    '#7f7f7f', '#bcbd22', '#17becf'];
-  const SHAPES = ['circle', 'triangle', 'rect'];
+  const SHAPES = ['circle', 'triangle', 'rect', 'rectRot', 'star', 'crossRot'];
+  const LEGEND_CAP = 10;
   const errors = [];
 
   window.addEventListener('error', (e) => errors.push(String(e.message || e.type)));
@@ -28,31 +38,54 @@
     consoleError.apply(console, args);
   };
 
-  function colorOf(s) { return PALETTE[(s.color || 0) % PALETTE.length]; }
+  function colorOf(s) { return typeof s.color === 'string' ? s.color : PALETTE[(s.color || 0) % PALETTE.length]; }
 
-  function points(s, ys) {
-    return s.x.map((x, i) => ({x: x, y: ys[i], n: s.names ? s.names[i] : undefined}));
+  // A series' points; with a clip, values above it sit on it, marked (c) and keeping their own (t).
+  function points(s, ys, clip) {
+    return s.x.map((x, i) => {
+      const p = {x: x, y: ys[i], n: s.names ? s.names[i] : undefined, s: s.styles ? s.styles[i] : 0};
+      if (clip !== undefined && ys[i] > clip) Object.assign(p, {y: clip, t: ys[i], c: true});
+      return p;
+    });
+  }
+
+  // Per-point marker options: a clipped point is a triangle, an overloaded one a cross, a miss
+  // hollow.
+  function markerOptions(s, color, radius) {
+    const shape = SHAPES[(s.shape || 0) % SHAPES.length];
+    const raw = (ctx) => ctx.raw || {};
+    return {
+      pointStyle: (ctx) => (raw(ctx).c ? 'triangle' : raw(ctx).s === 2 ? 'crossRot' : shape),
+      pointRadius: (ctx) => (raw(ctx).c || raw(ctx).s === 2 ? Math.max(radius, 5) : radius),
+      pointBackgroundColor: (ctx) => (raw(ctx).s === 1 && !raw(ctx).c ? '#ffffff' : color),
+      pointBorderWidth: (ctx) => (raw(ctx).s ? 2 : 1),
+    };
   }
 
   // Chart.js datasets of one series; a band is two hidden-from-legend datasets filled between.
-  function datasets(s, bar) {
+  function datasets(s, bar, clip) {
     const color = colorOf(s);
     if (bar) return [{label: s.label, data: s.y, backgroundColor: color, borderColor: color}];
     const out = [];
     if (s.lo && s.hi) {
       const band = {borderWidth: 0, pointRadius: 0, backgroundColor: color + '33', band: true};
-      out.push(Object.assign({label: s.label + ' (max)', data: points(s, s.hi), fill: false}, band));
-      out.push(Object.assign({label: s.label + ' (min)', data: points(s, s.lo), fill: '-1'}, band));
+      out.push(Object.assign({label: s.label + ' (max)', data: points(s, s.hi, clip), fill: false}, band));
+      out.push(Object.assign({label: s.label + ' (min)', data: points(s, s.lo, clip), fill: '-1'}, band));
     }
     const cloud = s.draw === 'points';
     const lonely = s.x.length < 2;  // a line needs two points: draw a lone one as a marker
-    out.push({
-      label: s.label, data: points(s, s.y), borderColor: color, backgroundColor: color,
+    const radius = s.radius || (cloud ? 2 : s.draw === 'markers' || lonely ? 3.5 : 0);
+    const main = {
+      label: s.label, data: points(s, s.y, clip), borderColor: color, backgroundColor: color,
       borderWidth: s.draw === 'dash' ? 1.5 : 2, borderDash: s.draw === 'dash' ? [6, 4] : [],
-      stepped: s.draw === 'step' ? 'after' : false, showLine: !cloud,
-      pointRadius: cloud ? 2 : s.draw === 'markers' || lonely ? 3.5 : 0,
-      pointStyle: SHAPES[(s.shape || 0) % SHAPES.length], fill: false,
-    });
+      stepped: s.draw === 'step' ? 'after' : false, showLine: !cloud, fill: false,
+      keep: s.draw === 'dash' || !!s.keep,  // always in the legend
+      pointRadius: radius, pointStyle: SHAPES[(s.shape || 0) % SHAPES.length],
+      legendStyle: s.draw === 'line' || s.draw === 'step' ? 'line' : SHAPES[(s.shape || 0) % SHAPES.length],
+    };
+    if (radius > 0 && (s.styles || clip !== undefined)) Object.assign(main, markerOptions(s, color, radius));
+    if (clip !== undefined) main.clip = 8;  // room for the triangles on the top edge
+    out.push(main);
     return out;
   }
 
@@ -65,18 +98,69 @@
     return o;
   }
 
-  function config(spec) {
+  // The legend's entries: every dashed line, and the first LEGEND_CAP others, then "+N more" (or,
+  // once clicked, all of them and "show fewer").
+  function legendLabels(state) {
+    return (chart) => {
+      const items = Chart.defaults.plugins.legend.labels.generateLabels(chart)
+        .filter((item) => !chart.data.datasets[item.datasetIndex].band);
+      // Each entry as its marker (a line for the dashed ones), not as its point 0's style.
+      items.forEach((item) => {
+        const d = chart.data.datasets[item.datasetIndex];
+        const dashed = d.borderDash && d.borderDash.length > 0;
+        item.pointStyle = chart.config.type === 'bar' ? 'rect' : dashed ? 'line' : d.legendStyle;
+        item.fillStyle = d.borderColor;
+        item.lineWidth = dashed ? 2 : 1;
+      });
+      const others = items.filter((item) => !chart.data.datasets[item.datasetIndex].keep);
+      if (others.length <= LEGEND_CAP) return items;
+      const more = {text: state.legendAll ? 'show fewer' : '+' + (others.length - LEGEND_CAP) + ' more',
+                    fillStyle: 'rgba(0,0,0,0)', strokeStyle: 'rgba(0,0,0,0)', lineWidth: 0, hidden: false,
+                    datasetIndex: -1, more: true, pointStyle: 'line'};
+      const shown = state.legendAll ? others : others.slice(0, LEGEND_CAP);
+      return items.filter((item) => shown.includes(item) || chart.data.datasets[item.datasetIndex].keep).concat([more]);
+    };
+  }
+
+  // A legend of many entries takes rows from the plot: the chart grows by them instead (entries of
+  // about three to a row).
+  function growForLegend(canvas, spec) {
+    if (!spec || spec.type === 'bar') return;
+    const keep = spec.series.filter((s) => s.draw === 'dash' || s.keep).length;
+    const others = spec.series.length - keep;
+    const shown = keep + Math.min(others, LEGEND_CAP) + (others > LEGEND_CAP ? 1 : 0);
+    const rows = Math.ceil(shown / 3);
+    if (rows > 1) canvas.parentNode.style.height = (300 + 16 * (rows - 1)) + 'px';
+  }
+
+  function config(spec, state) {
     const bar = spec.type === 'bar';
+    const clip = !bar && !state.logY && spec.y.clip !== undefined ? spec.y.clip : undefined;
     const sets = [];
-    spec.series.forEach((s) => datasets(s, bar).forEach((d) => sets.push(d)));
+    spec.series.forEach((s) => datasets(s, bar, clip).forEach((d) => sets.push(d)));
     const legend = {
       display: sets.filter((d) => !d.band).length > 1,
-      labels: {filter: (item, data) => !data.datasets[item.datasetIndex].band, boxHeight: 8},
+      labels: {generateLabels: legendLabels(state), usePointStyle: true, boxWidth: 8, boxHeight: 8,
+               font: {size: 11}},
+      onClick: function (e, item, legend) {
+        if (item.more) {
+          state.legendAll = !state.legendAll;
+          legend.chart.update();
+        } else {
+          Chart.defaults.plugins.legend.onClick.call(this, e, item, legend);
+        }
+      },
     };
     const tooltip = {callbacks: {label: (c) => {
-      const v = bar ? c.parsed.y : '(' + c.parsed.x + ', ' + c.parsed.y + ')';
-      return (c.raw && c.raw.n ? c.raw.n : c.dataset.label) + ': ' + v;
+      const y = c.raw && c.raw.c ? c.raw.t : c.parsed.y;
+      const v = bar ? c.parsed.y : '(' + c.parsed.x + ', ' + y + ')';
+      return (c.raw && c.raw.n ? c.raw.n : c.dataset.label) + ': ' + v + (c.raw && c.raw.c ? ', beyond the axis' : '');
     }}};
+    const scales = {x: axis(spec.x, bar ? 'category' : state.logX ? 'logarithmic' : 'linear'),
+                    y: axis(spec.y, state.logY ? 'logarithmic' : 'linear')};
+    if (clip !== undefined) scales.y.max = clip;
+    if (state.logY && scales.y.min !== undefined && scales.y.min <= 0) delete scales.y.min;
+    if (state.logX && scales.x.min !== undefined && scales.x.min <= 0) delete scales.x.min;
     return {
       type: bar ? 'bar' : 'line',
       data: bar ? {labels: spec.x.labels, datasets: sets} : {datasets: sets},
@@ -84,7 +168,7 @@
         animation: false, responsive: true, maintainAspectRatio: false, parsing: bar, normalized: true,
         interaction: {mode: 'nearest', intersect: false}, spanGaps: false,
         plugins: {legend: legend, tooltip: tooltip, filler: {propagate: false}},
-        scales: {x: axis(spec.x, bar ? 'category' : 'linear'), y: axis(spec.y, 'linear')},
+        scales: scales,
       },
     };
   }
@@ -122,10 +206,13 @@
 
   function selfCheck(built, expected, renderMs) {
     const failed = [];
-    let drawn = 0;
+    let drawn = 0, legendMax = 0, clipped = 0;
     built.forEach((b) => {
       try {
         if (drewMarks(b.chart)) drawn++; else failed.push(b.title);
+        const legend = b.chart.legend && b.chart.legend.legendItems;
+        if (legend) legendMax = Math.max(legendMax, legend.length);
+        b.chart.data.datasets.forEach((d) => d.data.forEach((p) => { if (p && p.c) clipped++; }));
       } catch (e) {
         failed.push(b.title);
         errors.push('self-check of ' + b.title + ': ' + e.message);
@@ -133,7 +220,8 @@
     });
     const out = document.getElementById('servesim-selfcheck');
     out.textContent = JSON.stringify({charts_expected: expected, charts_drawn: drawn, failed: failed, errors: errors,
-                                      render_ms: Math.round(renderMs)});
+                                      render_ms: Math.round(renderMs), legend_items_max: legendMax,
+                                      clipped_points: clipped});
     out.dataset.done = '1';
   }
 
@@ -147,21 +235,30 @@
     } catch (e) {
       errors.push('reading the page data: ' + e.message);
     }
+    const specs = [];
     canvases.forEach((canvas) => {
       const title = canvas.getAttribute('aria-label');
+      const spec = data.charts[+canvas.dataset.chart];
+      const state = {logX: !!(spec && spec.logX), logY: false, legendAll: false};
       try {
-        built.push({title: title, chart: new Chart(canvas, config(data.charts[+canvas.dataset.chart]))});
+        growForLegend(canvas, spec);
+        const entry = {title: title, chart: new Chart(canvas, config(spec, state))};
+        built.push(entry);
+        specs[+canvas.dataset.chart] = {spec: spec, state: state, entry: entry, canvas: canvas};
       } catch (e) {
         errors.push('chart "' + title + '": ' + e.message);
       }
     });
+    // A log toggle redraws its chart with the axis switched (and a clipped y axis unclipped).
     document.querySelectorAll('button[data-log-toggle]').forEach((button) => {
-      const chart = Chart.getChart(document.querySelector('canvas[data-chart="' + button.dataset.logToggle + '"]'));
+      const c = specs[+button.dataset.logToggle];
+      if (!c) return;
+      const key = button.dataset.axis === 'y' ? 'logY' : 'logX';
       button.addEventListener('click', () => {
-        const log = chart.options.scales.x.type !== 'logarithmic';
-        chart.options.scales.x.type = log ? 'logarithmic' : 'linear';
-        button.textContent = log ? 'linear x' : 'log x';
-        chart.update();
+        c.state[key] = !c.state[key];
+        button.textContent = (c.state[key] ? 'linear ' : 'log ') + button.dataset.axis;
+        c.entry.chart.destroy();
+        c.entry.chart = new Chart(c.canvas, config(c.spec, c.state));
       });
     });
     // Charts draw synchronously (no animation): check now, and again once pending tasks have run

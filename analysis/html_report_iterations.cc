@@ -52,8 +52,12 @@ Status scatter_run(Database& db, const ReportRun& run, size_t index, bool severa
   for (size_t k = 0; k < 3; ++k) {
     if (points[k].empty()) continue;
     const std::string label = several ? run.label() + ", " + kKinds[k] : kKinds[k];
-    nlohmann::json s = make_series(label, several ? static_cast<int>(index) : static_cast<int>(k), "points");
-    s["shape"] = k;  // point style: the kind, when colour is the run
+    // Colour is the kind (blue, orange, green), in every run; the marker's shape is the run.
+    nlohmann::json s = make_series(label, static_cast<int>(k), "points");
+    if (several) {
+      s["shape"] = index;
+      s["radius"] = 2.5;
+    }
     add_points(s, points[k]);
     chart["series"].push_back(std::move(s));
   }
@@ -162,7 +166,10 @@ Result<Section> iterations_section(Database& db, const std::vector<ReportRun>& r
   if (scatter.chart["series"].empty()) {
     scatter.note = missing + ".";
   } else {
-    scatter.caption = "Each point one iteration, by kind: prefill-only, decode-only, or mixed (up to " +
+    scatter.caption = std::string(runs.size() > 1 ? "Colour: the kind of iteration; shape: the run (circles the first, "
+                                                    "triangles the second, then squares, diamonds, stars). "
+                                                  : "") +
+                      "Each point one iteration, by kind: prefill-only, decode-only, or mixed (up to " +
                       std::to_string(kMaxScatterPoints) + " per kind and run, every k-th in time order)." +
                       (missing.empty() ? "" : " Not shown: " + missing + ".");
   }

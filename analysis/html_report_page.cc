@@ -1,5 +1,8 @@
 #include "analysis/html_report_page.h"
 
+#include <algorithm>
+#include <cstdlib>
+
 #include "analysis/html_report_assets.h"
 
 namespace servesim::html {
@@ -28,20 +31,88 @@ h3 { font-size: 14px; margin: 0 0 6px; display: flex; justify-content: space-bet
 .chart { position: relative; height: 300px; }
 .caption, .note, .footnote { color: #555; font-size: 12.5px; margin: 6px 0 0; }
 .note { font-size: 14px; padding: 24px 8px; text-align: center; }
+.answer { background: #e6f4ea; border: 1px solid #8cc79a; border-radius: 8px; padding: 10px 14px; margin: 10px 0; }
+.answer .label { font-size: 12px; text-transform: uppercase; letter-spacing: .05em; color: #2d6a3e; }
+.answer .text { font-size: 18px; font-weight: 600; overflow-wrap: anywhere; }
+.answer .question { color: #444; font-size: 13px; margin-top: 2px; }
+.tables .card.wide { grid-column: 1 / -1; }
 table { border-collapse: collapse; font-variant-numeric: tabular-nums; }
-td, th { padding: 3px 10px; border-bottom: 1px solid #eceff2; text-align: right; }
-td:first-child, th:first-child { text-align: left; color: #444; }
-.scroll { overflow-x: auto; }
+td, th { padding: 3px 8px; border-bottom: 1px solid #eceff2; text-align: right; }
+.wide table { font-size: 13px; }
+.wide td, .wide th { padding: 3px 6px; }
+td { white-space: nowrap; }
+th { vertical-align: bottom; min-width: 3em; }
+td:first-child, th:first-child, td.l, th.l { text-align: left; }
+td:first-child { color: #444; }
+td.long { white-space: normal; overflow-wrap: anywhere; min-width: 9em; max-width: 32em; }
+.wide td.long { min-width: 14em; }
+tr.best td { background: #e6f4ea; font-weight: 600; }
+.scroll { overflow-x: auto; max-width: 100%; }
+button + button { margin-left: 4px; }
 button { font-size: 11px; border: 1px solid #ccd; background: #f4f5f8; border-radius: 4px; cursor: pointer; }
 )css";
 
-void append_table(std::string& out, const Table& t) {
-  out += "<div class=\"card\"><h3>" + escape_html(t.title) + "</h3><div class=\"scroll\"><table><tr>";
-  for (const std::string& h : t.header) out += "<th>" + escape_html(h) + "</th>";
-  out += "</tr>\n";
+// A cell longer than this wraps within its column (a workload's path, an error, a verdict); shorter
+// ones (a100-80gb, "miss: overloaded") stay on one line.
+constexpr size_t kLongCell = 24;
+
+// A header may break after _ and . (cost_per_million_output_tokens), so that it is no wider than
+// its column's numbers.
+std::string header_html(const std::string& h) {
+  std::string out;
+  for (const char c : escape_html(h)) {
+    out += c;
+    if (c == '_' || c == '.') out += "<wbr>";
+  }
+  return out;
+}
+
+// Whether a cell reads as a number ("-" for none, "12.5", "1,024", "+3.1%", "7 ms"), which is
+// aligned right; other columns' text is aligned left.
+bool numeric_cell(const std::string& c) {
+  if (c.empty() || c == "-") return true;
+  const char* p = c.c_str();
+  char* end = nullptr;
+  std::strtod(p + (c[0] == '+' ? 1 : 0), &end);
+  return end != p && (*end == '\0' || *end == ' ' || *end == '%' || *end == ',');
+}
+
+// A column is text when most of its cells are (a column of numbers with a "yes" stays numbers;
+// the first is always left, by the style sheet).
+std::vector<bool> text_columns(const Table& t) {
+  std::vector<int> words(t.header.size(), 0), numbers(t.header.size(), 0);
   for (const auto& row : t.rows) {
-    out += "<tr>";
-    for (const std::string& cell : row) out += "<td>" + escape_html(cell) + "</td>";
+    for (size_t c = 1; c < row.size() && c < words.size(); ++c) {
+      if (row[c].empty() || row[c] == "-") continue;
+      ++(numeric_cell(row[c]) ? numbers[c] : words[c]);
+    }
+  }
+  std::vector<bool> text(t.header.size(), false);
+  for (size_t c = 1; c < text.size(); ++c) text[c] = words[c] > numbers[c];
+  return text;
+}
+
+void append_table(std::string& out, const Table& t) {
+  out += std::string("<div class=\"card") + (t.wide ? " wide" : "") + "\"><h3>" + escape_html(t.title) +
+         "</h3><div class=\"scroll\"><table><tr>";
+  const std::vector<bool> text = text_columns(t);
+  for (size_t c = 0; c < t.header.size(); ++c) {
+    out += (text[c] ? "<th class=\"l\">" : "<th>") + header_html(t.header[c]) + "</th>";
+  }
+  out += "</tr>\n";
+  for (size_t r = 0; r < t.rows.size(); ++r) {
+    const bool best = std::find(t.highlight.begin(), t.highlight.end(), r) != t.highlight.end();
+    out += best ? "<tr class=\"best\">" : "<tr>";
+    for (size_t c = 0; c < t.rows[r].size(); ++c) {
+      const std::string& cell = t.rows[r][c];
+      const std::string value = escape_html(cell);
+      const bool left = c < text.size() && text[c];
+      if (cell.size() > kLongCell) {
+        out += std::string("<td class=\"long") + (left ? " l" : "") + "\" title=\"" + value + "\">" + value + "</td>";
+      } else {
+        out += (left ? "<td class=\"l\">" : "<td>") + value + "</td>";
+      }
+    }
     out += "</tr>\n";
   }
   out += "</table></div>";
@@ -57,9 +128,15 @@ void append_card(std::string& out, const Card& c, nlohmann::json& charts) {
     return;
   }
   const std::string index = std::to_string(charts.size());
-  if (c.chart.value("logToggle", false)) {
-    out += "<button data-log-toggle=\"" + index + "\">log x</button>";
+  std::string buttons;
+  for (const char* axis : {"x", "y"}) {
+    if (c.chart.value(axis == std::string("x") ? "logToggle" : "logToggleY", false)) {
+      const bool log = axis == std::string("x") && c.chart.value("logX", false);  // log at first
+      buttons += "<button data-log-toggle=\"" + index + "\" data-axis=\"" + axis + "\">" + (log ? "linear " : "log ") +
+                 axis + "</button>";
+    }
   }
+  if (!buttons.empty()) out += "<span>" + buttons + "</span>";
   out += "</h3><div class=\"chart\"><canvas data-chart=\"" + index + "\" role=\"img\" aria-label=\"" +
          escape_html(c.title) + "\"></canvas></div>";
   if (!c.caption.empty()) out += "<p class=\"caption\">" + escape_html(c.caption) + "</p>";
@@ -120,6 +197,12 @@ std::string render_page(const Page& page) {
   out += "<script>\n" + std::string(assets::report_js()) + "\n</script>\n</head>\n<body>\n";
   out += "<h1>" + escape_html(page.title) + "</h1>\n";
   if (!page.subtitle.empty()) out += "<p class=\"sub\">" + escape_html(page.subtitle) + "</p>\n";
+  if (!page.answer.empty()) {
+    out += "<div class=\"answer\"><div class=\"label\">Answer</div><div class=\"text\">" +
+           escape_html(page.answer) + "</div>";
+    if (!page.answer_detail.empty()) out += "<div class=\"question\">" + escape_html(page.answer_detail) + "</div>";
+    out += "</div>\n";
+  }
   for (const Banner& b : page.banners) {
     out += std::string("<div class=\"banner ") + (b.alert ? "alert" : "warning") + "\">" +
            escape_html(b.text) + "</div>\n";

@@ -2,7 +2,9 @@
 //
 // A Page is what the readers of the database (html_report_sections.h) produce: banners, tables of
 // plain text, and sections of cards, each card a chart or, when the database lacks its data, a note
-// in its place. render_page() turns it into HTML: every text escaped, the charts' data embedded as
+// in its place. Tables fit the page: a long cell (a workload's path, an error) wraps within its
+// column, with its whole text as the cell's tooltip, and a table wider than its card scrolls inside
+// the card. render_page() turns it into HTML: every text escaped, the charts' data embedded as
 // one JSON blob, and the two scripts built into `sim` (html_report_assets.h) inlined, so the file
 // opens offline in any browser. Nothing here reads the database.
 #pragma once
@@ -32,6 +34,8 @@ struct Table {
   std::vector<std::string> header;
   std::vector<std::vector<std::string>> rows;  // each as long as header
   std::string footnote{};
+  bool wide = false;                 // the page's whole width (else half, beside another table)
+  std::vector<size_t> highlight{};   // rows shown emphasized (a search's answer)
 };
 
 struct Banner {
@@ -42,6 +46,8 @@ struct Banner {
 struct Page {
   std::string title;
   std::string subtitle{};
+  std::string answer{};         // a search's answer, shown first and large
+  std::string answer_detail{};  // the question it answers
   std::vector<Banner> banners{};
   std::vector<Table> tables{};
   std::vector<Section> sections{};

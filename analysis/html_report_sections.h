@@ -64,9 +64,9 @@ Result<Section> timeline_section(Database& db, const std::vector<ReportRun>& run
 // (html_report_iterations.cc).
 Result<Section> iterations_section(Database& db, const std::vector<ReportRun>& runs);
 
-// The page of a sweep (or search): its points' table, each key metric against the swept value,
-// SLO lines, and the cost/latency Pareto frontier (html_report_sweep.cc). sweep_id 0 or none: the
-// latest sweep.
+// The page of a sweep (or search): a search's answer, the best row per configuration, every point
+// with its verdict, each key metric against the swept value with the SLO lines, and the cost/latency
+// Pareto frontier (html_report_sweep.h). sweep_id 0 or none: the latest sweep.
 Result<Page> sweep_page(Database& db, std::optional<int64_t> sweep_id);
 
 // A prepared statement, finalized when it goes out of scope. Column readers take the column index.

@@ -13,7 +13,7 @@ namespace {
 const char* const kStats[] = {"mean", "p50", "p90", "p99"};
 const char* const kLatencies[] = {"ttft", "tpot", "itl", "e2el", "queue"};
 
-bool is_latency(const Slo& s) { return s.metric != "slo_attainment" && s.metric != "rejected"; }
+bool is_latency(const Slo& s) { return s.latency(); }
 
 std::string number(double v) {
   char buf[32];
@@ -108,17 +108,30 @@ Result<std::vector<Slo>> slos_from_table(const toml::table& table) {
   std::vector<Slo> out;
   for (const auto& [key, value] : table) {
     std::string text;
+    const std::optional<double> number = value.is_string() ? std::nullopt : value.value<double>();
     if (const auto* s = value.as_string()) {
       text = s->get();
-    } else if (const std::optional<double> v = value.value<double>()) {
-      text = format_number(*v);
+    } else if (number) {
+      text = format_number(*number);
       if (key.str() != "slo_attainment" && key.str() != "rejected") text += "s";
     }
     Result<Slo> slo = parse_slo(std::string(key.str()) + "=" + text);
-    if (!slo.ok()) return slo.error();
+    if (!slo.ok()) return Error{"slo." + std::string(key.str()) + ": " + slo.error().message};
+    if (number && slo.value().latency() && slo.value().bound < 1) slo.value().unit = "ms";  // "80 ms", not "0.08 s"
     out.push_back(std::move(slo).value());
   }
   return out;
+}
+
+std::string Slo::bound_text() const {
+  if (!latency()) return number(bound);
+  return unit == "ms" ? number(bound * 1e3) + " ms" : number(bound) + " s";
+}
+
+double rejected_share(std::span<const Metric> metrics) {
+  const double rejected = find_metric(metrics, "rejected").value_or(0);
+  const double total = rejected + find_metric(metrics, "completed").value_or(0);
+  return total > 0 ? rejected / total : 0;
 }
 
 std::string slo_miss(std::span<const Slo> slos, const std::string& status, const std::string& error,
@@ -127,7 +140,7 @@ std::string slo_miss(std::span<const Slo> slos, const std::string& status, const
   if (find_metric(metrics, "overloaded").value_or(0) > 0) return "overloaded";
   const double rejected = find_metric(metrics, "rejected").value_or(0);
   const double total = rejected + find_metric(metrics, "completed").value_or(0);
-  const double share = total > 0 ? rejected / total : 0;
+  const double share = rejected_share(metrics);
   const bool allows_rejections = std::any_of(slos.begin(), slos.end(), [](const Slo& s) { return s.metric == "rejected"; });
   // A deployment that turns requests away does not serve the traffic, whatever its latencies.
   if (!allows_rejections && rejected > 0) {

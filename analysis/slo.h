@@ -26,6 +26,10 @@ struct Slo {
   bool at_least = false;  // slo_attainment: the metric must be >= bound
   std::string unit = "s";  // how the bound was given, for messages: "s" or "ms" (latencies), "" (fractions)
   std::string given;       // the value as given: "2s", "150ms", "0.01"
+
+  bool latency() const { return metric != "slo_attainment" && metric != "rejected"; }
+  // The bound in the unit it was given: "2 s", "150 ms", "0.99".
+  std::string bound_text() const;
 };
 
 // Parses "p99_ttft=2s", "p90_tpot=100ms", "slo_attainment=0.99" (or 99%), "rejected=0.01". Keys:
@@ -34,8 +38,12 @@ struct Slo {
 Result<Slo> parse_slo(const std::string& token);
 
 // The SLOs of a stored search definition's [slo] table: each value as given ("2s"), or, as
-// searches stored them before the units were kept, a number (seconds for latencies).
+// searches stored them before the units were kept, a number (seconds for latencies; shown in ms
+// below a second). Errors name the key ("slo.p99_ttfx").
 Result<std::vector<Slo>> slos_from_table(const toml::table& slo);
+
+// The share of requests rejected: rejected / (rejected + completed); 0 when there were none.
+double rejected_share(std::span<const Metric> metrics);
 
 // The SLO keys, for messages: "mean_ttft, ..., slo_attainment, rejected".
 std::string known_slo_keys();

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """`sim report --html` in a real browser: makes real runs with `sim` into a temporary database (one
-run; two runs compared; runs of different workloads; a sweep; a --backend cpu run of the tiny
-model; a failed run), writes each kind of report, loads each in headless Chromium and asserts that
-the page's self-check found every chart drawn and no script error. Saves a screenshot of each page.
+run; two runs compared; runs of different workloads; a sweep; a sweep of many configurations up to
+overload; a max-rate and a cheapest-configuration search; a --backend cpu run of the tiny model; a
+failed run), writes each kind of report, loads each in headless Chromium and asserts that the
+page's self-check found every chart drawn and no script error, that legends stay capped and that
+overloaded points are drawn on a clipped axis' edge. Saves a screenshot of each page.
 
     python3 tests/html_report_browser_test.py SIM SCREENSHOT_DIR
 
@@ -103,6 +105,15 @@ def main():
         sim(binary, "--hardware", "slow.toml", "--trace", w("pareto.toml"), cwd=tmp, expect=2)
         sim(binary, "sweep", "--trace", w("pareto.toml"), "--grid", "replicas=1,2", "--grid",
             "request_rate=2,4,8", "--goodput", "ttft:2000", "-j", "2", "--db", "sweep.db", cwd=tmp)
+        # 12 configurations (a legend to cap) up to overload (an axis to clip).
+        sim(binary, "sweep", "--trace", w("pareto.toml"), "--num-prompts", "200", "--log", "summary",
+            "--grid", "replicas=1,2,3,4", "--grid", "max_num_seqs=16,64,256", "--grid",
+            "request_rate=2,8,32,128,512", "--goodput", "ttft:2000", "-j", "2", "--db", "overload.db", cwd=tmp)
+        sim(binary, "search", "--trace", w("pareto.toml"), "--num-prompts", "300", "--slo", "p99_ttft=1s",
+            "--precision", "0.05", "-j", "2", "--db", "max_rate.db", cwd=tmp)
+        sim(binary, "search", "--trace", w("pareto.toml"), "--num-prompts", "300", "--request-rate", "12",
+            "--slo", "p99_ttft=1s", "--grid", "hardware=t4,a100-80gb,h100-sxm", "--grid", "tp=1,2", "--grid",
+            "replicas=1,2,3,4,6,8", "--minimize", "cost_per_hour", "-j", "2", "--db", "cheapest.db", cwd=tmp)
 
         reports = {
             "single": (["--run", "1"], None),
@@ -111,6 +122,9 @@ def main():
             "rejected": (["--run", "3"], "Rejected requests by reason"),
             "cpu": (["--run", "4"], None),
             "sweep": (["--sweep", "--db", "sweep.db"], None),
+            "sweep_overloaded": (["--sweep", "--db", "overload.db"], "Largest request_rate each configuration"),
+            "search_max_rate": (["--sweep", "--db", "max_rate.db"], "the largest rate that passed"),
+            "search_cheapest": (["--sweep", "--db", "cheapest.db"], "Best row per configuration"),
             "failed": (["--run", "5"], "This run failed: iteration"),
         }
         profile = os.path.join(tmp, "profile")
@@ -129,6 +143,11 @@ def main():
                 failures.append(f"{name}: {check}")
             if must_say and must_say not in text:
                 failures.append(f"{name}: the page does not say '{must_say}'")
+            # At most 10 configurations, "+N more" and the dashed SLO lines.
+            if check.get("legend_items_max", 0) > 12:
+                failures.append(f"{name}: a legend of {check['legend_items_max']} entries")
+            if name == "sweep_overloaded" and check.get("clipped_points", 0) == 0:
+                failures.append(f"{name}: no point drawn on a clipped axis' edge")
         if failures:
             print("FAILED:\n  " + "\n  ".join(failures))
             return 1

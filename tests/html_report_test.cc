@@ -18,6 +18,7 @@
 #include "analysis/html_report_assets.h"
 #include "analysis/html_report_data.h"
 #include "analysis/html_report_page.h"
+#include "analysis/sweep_db.h"
 #include "cli_harness.h"
 
 namespace servesim {
@@ -135,6 +136,22 @@ TEST(HtmlReportAssets, ChartJsIsBuiltInByteForByte) {
   EXPECT_TRUE(assets::chartjs() == file.str());
   EXPECT_NE(assets::chartjs().find("Chart.js v3.9.1"), std::string_view::npos);
   EXPECT_NE(assets::report_js().find("servesim-selfcheck"), std::string_view::npos);
+}
+
+TEST(HtmlReportPage, LongCellsWrapWithTheirTextAsTooltipAndHeadersBreakAtUnderscores) {
+  const std::string path = "/home/planner/capacity/traces/2024-11/AzureLLMInferenceTrace_conv_rescaled_3x.csv";
+  html::Page page{.title = "t"};
+  page.tables.push_back(html::Table{.title = "Runs",
+                                    .header = {"", "cost_per_million_output_tokens"},
+                                    .rows = {{"Workload", path}, {"Policy", "continuous"}},
+                                    .highlight = {1}});
+  const std::string p = html::render_page(page);
+  EXPECT_NE(p.find("<td class=\"long l\" title=\"" + path + "\">" + path + "</td>"), std::string::npos);
+  EXPECT_NE(p.find("<td class=\"l\">continuous</td>"), std::string::npos);  // text: aligned left
+  EXPECT_NE(p.find("<th class=\"l\">cost_<wbr>"), std::string::npos);
+  EXPECT_NE(p.find("<tr class=\"best\"><td>Policy</td>"), std::string::npos);
+  EXPECT_NE(p.find(">cost_<wbr>per_<wbr>million_<wbr>output_<wbr>tokens</th>"), std::string::npos);
+  EXPECT_NE(p.find("td.long { white-space: normal; overflow-wrap: anywhere;"), std::string::npos);
 }
 
 // Databases made row by row, and reports of them.
@@ -430,6 +447,97 @@ TEST_F(HtmlReport, ALongRunStaysWithinThePointBounds) {
   EXPECT_GE(series, 5u);
   EXPECT_LE(scatter_points, 3u * html::kMaxScatterPoints);
   EXPECT_GT(scatter_points, 2000u);
+}
+
+// A max-rate search made row by row: probes at 1, 2 and 4 req/s with p99 TTFT 0.5, 0.8 and 3 s; the
+// probe at 2 req/s rejected 5 of its 25 requests, so under today's rule (a probe that rejects any
+// request misses, unless a rejected SLO allows a share) it misses, whatever the search stored.
+TEST_F(HtmlReport, ASearchPageRederivesVerdictsAndFlagsAStoredAnswerThatDisagrees) {
+  for (const auto& [answer, banner] : {std::pair<std::string, bool>{"max request_rate 2 req/s meets the SLOs", true},
+                                       {"max request_rate 1 req/s meets the SLOs", false}}) {
+    fs::remove(db_path_);
+    for (int i = 0; i < 3; ++i) add_run("probe " + std::to_string(i), "w.toml", "done", 25);
+    auto db = Database::open(db_path_);
+    ASSERT_TRUE(db.ok());
+    Result<int64_t> id = begin_sweep(*db.value(), SweepInfo{.name = "",
+                                                           .kind = "search",
+                                                           .spec = "mode = 'max_rate'\n[slo]\np99_ttft = 1.0\n",
+                                                           .keys = {"request_rate"},
+                                                           .points = 3});
+    ASSERT_TRUE(id.ok()) << id.error().message;
+    ASSERT_TRUE(end_sweep(*db.value(), id.value(), "done", answer).ok());
+    const std::string sql =
+        "INSERT INTO sweep_points(sweep_id, point, run_id, status, request_rate) VALUES (1, 0, 1, 'done', 1.0), "
+        "(1, 1, 2, 'done', 2.0), (1, 2, 3, 'done', 4.0);"
+        "INSERT INTO metrics VALUES (1, 'ttft_p99', 0.5), (2, 'ttft_p99', 0.8), (3, 'ttft_p99', 3.0);"
+        "UPDATE metrics SET value = 5 WHERE run_id = 2 AND name = 'rejected';"
+        "UPDATE metrics SET value = 20 WHERE run_id = 2 AND name = 'completed';";
+    ASSERT_TRUE(db.value()->exec(sql.c_str()).ok()) << db.value()->error_message();
+    db.value().reset();
+    ASSERT_TRUE(report({.sweep_id = 0}).ok());
+    const std::string p = page();
+    EXPECT_NE(p.find("<div class=\"text\">" + answer + "</div>"), std::string::npos);
+    EXPECT_EQ(p.find("is not what its runs and SLOs give under the rules of this servesim (max request_rate 1.0)") !=
+                  std::string::npos,
+              banner)
+        << answer;
+    // The bracket: 1 req/s passes; 2 req/s misses for its rejections.
+    EXPECT_NE(p.find("<tr class=\"best\"><td>1.0</td><td class=\"l\">pass</td>"), std::string::npos);
+    EXPECT_NE(p.find("<td>2.0</td><td class=\"long l\" title=\"miss: rejected 20 % of requests (5 of 25); --slo "
+                     "rejected=SHARE allows some\">"),
+              std::string::npos);
+    EXPECT_NE(p.find("<td class=\"l\">miss: p99_ttft 3 s &gt; 1 s</td>"), std::string::npos);
+  }
+}
+
+// Compared runs: a workload's long path wraps in its column instead of pushing the others out.
+TEST_F(HtmlReport, ComparedRunsLongWorkloadPathsWrapInTheirColumn) {
+  const std::string path =
+      "/data/traces/production/region-us-east/2024-11-05/conversation_sessions_sampled_at_3x_rate.jsonl";
+  add_run("a", path);
+  add_run("b", path + ".v2");
+  ASSERT_TRUE(report({.run_ids = {1, 2}}).ok());
+  const std::string p = page();
+  EXPECT_NE(p.find("<td>Workload</td><td class=\"long l\" title=\"" + path + "\">" + path + "</td>"),
+            std::string::npos);
+  EXPECT_NE(p.find("title=\"" + path + ".v2\">"), std::string::npos);
+}
+
+// Compared runs' iteration chart: the colour is the kind of iteration (prefill-only, decode-only,
+// mixed), whichever the run; the run is the marker's shape.
+TEST_F(HtmlReport, ComparedIterationChartColoursTheThreeKindsApart) {
+  const int64_t a = add_run("a", "w.toml"), b = add_run("b", "w.toml");
+  auto db = Database::open(db_path_);
+  ASSERT_TRUE(db.ok());
+  std::string sql = "BEGIN;";
+  for (const int64_t id : {a, b}) {
+    for (int s = 0; s < 30; ++s) {
+      const int prefill = s % 3 == 1 ? 0 : 100, decode = s % 3 == 0 ? 0 : 4;  // each kind 10 times
+      sql += "INSERT INTO iterations VALUES (" + std::to_string(id) + ", 0, " + std::to_string(s) + ", " +
+             std::to_string(s * 0.01) + ", 0.01, 4, " + std::to_string(prefill) + ", " + std::to_string(decode) +
+             ", 10, 100, NULL);";
+    }
+  }
+  ASSERT_TRUE(db.value()->exec((sql + "COMMIT;").c_str()).ok());
+  db.value().reset();
+  ASSERT_TRUE(report({.run_ids = {a, b}}).ok());
+  nlohmann::json scatter;
+  const nlohmann::json charts = data()["charts"];
+  for (const auto& c : charts) {
+    if (c["x"]["title"] == "batch tokens (prefill + decode)") scatter = c;
+  }
+  ASSERT_EQ(scatter["series"].size(), 6u);
+  const std::string kinds[] = {"prefill-only", "decode-only", "mixed"};
+  for (const auto& s : scatter["series"]) {
+    const std::string label = s["label"];
+    const int run = label.rfind("run 1", 0) == 0 ? 0 : 1;
+    for (int k = 0; k < 3; ++k) {
+      if (label.ends_with(", " + kinds[k])) {
+        EXPECT_EQ(s["color"], k) << label;
+        EXPECT_EQ(s["shape"], run) << label;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -4,6 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <vector>
+
+#include "sim/toml_fields.h"
+
 namespace servesim {
 namespace {
 
@@ -55,6 +60,84 @@ TEST(Slo, StoredSlosReadBackWithTheirUnitsOrAsSeconds) {
     if (s.key == "p99_tpot") EXPECT_DOUBLE_EQ(s.bound, 0.08);  // stored before units were kept: seconds
     if (s.key == "rejected") EXPECT_DOUBLE_EQ(s.bound, 0.01);
   }
+}
+
+std::vector<Metric> done_run(double ttft_p99, double rejected = 0, double completed = 400) {
+  return {{"completed", completed}, {"overloaded", 0}, {"rejected", rejected}, {"ttft_p99", ttft_p99}};
+}
+
+TEST(SloVerdict, ParsesLatenciesInTheirUnitAndFractions) {
+  Result<Slo> o = parse_slo("p99_ttft=150ms");
+  ASSERT_TRUE(o.ok()) << o.error().message;
+  EXPECT_EQ(o.value().metric, "ttft_p99");
+  EXPECT_DOUBLE_EQ(o.value().bound, 0.15);
+  EXPECT_EQ(o.value().bound_text(), "150 ms");
+  o = parse_slo("mean_e2el=10s");
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(o.value().metric, "e2el_mean");
+  EXPECT_EQ(o.value().bound_text(), "10 s");
+  o = parse_slo("slo_attainment=99%");
+  ASSERT_TRUE(o.ok());
+  EXPECT_TRUE(o.value().at_least);
+  EXPECT_DOUBLE_EQ(o.value().bound, 0.99);
+  EXPECT_FALSE(o.value().latency());
+}
+
+TEST(SloVerdict, RefusesBadTokensSayingWhatWasExpected) {
+  for (const auto& [token, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"p99_ttft", "expected KEY=VALUE"},
+           {"p99_ttfx=1s", "unknown SLO 'p99_ttfx' (known: mean_ttft"},
+           {"p99_ttft=2", "give the unit: 2s or 2ms"},  // no unit: not silently seconds
+           {"p99_ttft=0s", "a time > 0"},
+           {"p99_ttft=-1s", "a time > 0"},
+           {"rejected=2", "a fraction in [0, 1]"},
+           {"rejected=150%", "a fraction in [0, 1]"}}) {
+    const Result<Slo> o = parse_slo(token);
+    ASSERT_FALSE(o.ok()) << token;
+    EXPECT_NE(o.error().message.find(expected), std::string::npos) << o.error().message;
+    EXPECT_NE(o.error().message.find("--slo '" + token + "'"), std::string::npos) << o.error().message;
+  }
+}
+
+TEST(SloVerdict, ReadsAStoredDefinitionsNumbersAndStrings) {
+  Result<toml::table> t =
+      parse_toml("p99_ttft = 2.0\np90_tpot = 0.08\nrejected = 0.01\nmean_e2el = '1500ms'\n", "spec");
+  ASSERT_TRUE(t.ok());
+  Result<std::vector<Slo>> o = slos_from_table(t.value());
+  ASSERT_TRUE(o.ok()) << o.error().message;
+  ASSERT_EQ(o.value().size(), 4u);
+  std::map<std::string, Slo> by_key;
+  for (const Slo& x : o.value()) by_key[x.key] = x;
+  EXPECT_EQ(by_key["p99_ttft"].bound_text(), "2 s");
+  EXPECT_EQ(by_key["p90_tpot"].bound_text(), "80 ms");  // below a second: shown in ms
+  EXPECT_DOUBLE_EQ(by_key["p90_tpot"].bound, 0.08);
+  EXPECT_EQ(by_key["rejected"].metric, "rejected");
+  EXPECT_FALSE(by_key["rejected"].latency());
+  EXPECT_DOUBLE_EQ(by_key["mean_e2el"].bound, 1.5);
+  EXPECT_EQ(by_key["mean_e2el"].bound_text(), "1500 ms");
+  t = parse_toml("p99_ttfx = 2.0\n", "spec");
+  ASSERT_TRUE(t.ok());
+  o = slos_from_table(t.value());
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.error().message.find("slo.p99_ttfx"), std::string::npos) << o.error().message;
+}
+
+TEST(SloVerdict, AProbeMissesForItsStatusOverloadOrAnObjective) {
+  const std::vector<Slo> slos = {parse_slo("p99_ttft=2s").value()};
+  EXPECT_EQ(slo_miss(slos, "done", "", done_run(1.5)), "");
+  EXPECT_EQ(slo_miss(slos, "done", "", done_run(3.21)), "p99_ttft 3.21 s > 2 s");
+  EXPECT_EQ(slo_miss(slos, "failed", "out of memory", {}), "failed: out of memory");
+  std::vector<Metric> overloaded = done_run(1.0);
+  overloaded[1].value = 1;
+  EXPECT_EQ(slo_miss(slos, "done", "", overloaded), "overloaded");
+  const std::vector<Slo> tpot = {parse_slo("p99_tpot=100ms").value()};
+  EXPECT_EQ(slo_miss(tpot, "done", "", done_run(1.0)), "p99_tpot not measured");
+  const std::vector<Slo> attain = {parse_slo("slo_attainment=0.9").value()};
+  std::vector<Metric> low = done_run(1.0);
+  low.push_back({"slo_attainment", 0.8});
+  EXPECT_EQ(slo_miss(attain, "done", "", low), "slo_attainment 0.8 < 0.9");
+  EXPECT_DOUBLE_EQ(rejected_share(done_run(1.0, 180, 220)), 0.45);
+  EXPECT_EQ(rejected_share(std::vector<Metric>{}), 0.0);
 }
 
 }  // namespace
