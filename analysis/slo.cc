@@ -26,6 +26,8 @@ std::string in_unit(const Slo& s, double seconds) {
   return s.unit == "ms" ? number(seconds * 1e3) + " ms" : number(seconds) + " s";
 }
 
+std::string count(double v) { return std::to_string(std::llround(v)); }
+
 // "rejected 45 % of requests (450 of 1000: 450 longer than the model's context)".
 std::string rejected_text(std::span<const Metric> metrics, double share, double rejected, double total) {
   const std::pair<const char*, const char*> causes[] = {
@@ -36,10 +38,11 @@ std::string rejected_text(std::span<const Metric> metrics, double share, double 
   std::string why;
   for (const auto& [name, text] : causes) {
     const double n = find_metric(metrics, name).value_or(0);
-    if (n > 0) why += (why.empty() ? ": " : ", ") + number(n) + " " + text;
+    if (n > 0) why += (why.empty() ? ": " : ", ") + count(n) + " " + text;
   }
-  return "rejected " + number(share * 100) + " % of requests (" + number(rejected) + " of " + number(total) +
-         why + ")";
+  char percent[32];
+  std::snprintf(percent, sizeof percent, "%.3g", share * 100);
+  return "rejected " + std::string(percent) + " % of requests (" + count(rejected) + " of " + count(total) + why + ")";
 }
 
 }  // namespace
