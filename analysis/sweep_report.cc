@@ -244,7 +244,7 @@ Status print_sweep_report(const std::string& db_path, std::optional<int64_t> swe
       const bool left = ((i > 0 && i <= s.keys.size() + 1) || text[0][i] == "verdict") && !rows.empty();
       std::string cellv = row[i];
       const std::string pad(width[i] - cellv.size(), ' ');
-      out << (i ? "  " : "") << (left ? cellv + pad : pad + cellv);
+      out << (i ? "  " : "") << (left ? (i + 1 == row.size() ? cellv : cellv + pad) : pad + cellv);
     }
     out << '\n';
   }

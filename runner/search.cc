@@ -290,18 +290,21 @@ void Searcher::search_combination(int64_t c) {
 // "6.559 USD per million output tokens; 8 GPUs = 1 node": what the answer minimised, then its
 // GPUs and the whole nodes they take (when the hardware says how many GPUs a node holds).
 std::string Searcher::cost_text(double cost, const std::vector<Metric>& metrics) const {
+  const auto count = [](double n, const char* one, const char* many) {
+    return format_number(n) + " " + (n == 1 ? one : many);
+  };
   const std::string& m = spec_.minimize;
-  std::string text = format_number(cost) + (m == "gpus"            ? " GPUs"
-                                            : m == "nodes"         ? " nodes"
-                                            : m == "cost_per_hour" ? " USD/hour"
-                                                                   : " USD per million output tokens");
   const std::optional<double> gpus = find_metric(metrics, "gpus"), nodes = find_metric(metrics, "nodes");
-  if (nodes) {
-    const std::string n = format_number(*nodes) + (*nodes == 1 ? " node" : " nodes");
-    text += m == "gpus" ? " = " + n : m == "nodes" ? " = " + format_number(gpus.value_or(0)) + " GPUs" : "; " +
-                                          format_number(gpus.value_or(0)) + " GPUs = " + n;
-  } else if (m != "gpus" && gpus) {
-    text += "; " + format_number(*gpus) + " GPUs";
+  std::string text = m == "gpus"            ? count(cost, "GPU", "GPUs")
+                     : m == "nodes"         ? count(cost, "node", "nodes")
+                     : m == "cost_per_hour" ? format_number(cost) + " USD/hour"
+                                            : format_number(cost) + " USD per million output tokens";
+  if (m == "gpus" && nodes) {
+    text += " = " + count(*nodes, "node", "nodes");
+  } else if (m == "nodes") {
+    text += " = " + count(gpus.value_or(0), "GPU", "GPUs");
+  } else if (gpus) {
+    text += "; " + count(*gpus, "GPU", "GPUs") + (nodes ? " = " + count(*nodes, "node", "nodes") : "");
   }
   if (find_metric(metrics, "priced_by_node").value_or(0) > 0 && m != "gpus" && m != "nodes") text += ", priced by node";
   return text;

@@ -109,6 +109,107 @@ TEST_F(PlanningCli, SearchAnswersInOneLine) {
   EXPECT_EQ(no_slo.status, 2);
 }
 
+constexpr const char* kThreeHundred =
+    "[generate]\nrequests = 300\nseed = 5\n[generate.arrival]\nprocess = 'poisson'\nrate = 10.0\n"
+    "[generate.prompt_tokens]\ndist = 'uniform'\nmin = 200\nmax = 2000\n[generate.output_tokens]\n"
+    "dist = 'uniform'\nmin = 20\nmax = 300\n";
+
+// Regression: a row whose smaller replica counts were skipped (they could not beat the best found
+// before) printed its count as if it were the fewest that pass (A100 tp8 "8 replicas" where 6
+// sufficed). Here tp=1 passes at 5 and 4 is never run: 4 GPUs cannot beat tp=2 x 2 replicas.
+TEST_F(PlanningCli, ASearchRowWhoseSmallerCountsWereNotRunSaysSo) {
+  write("w.toml", kThreeHundred);
+  const Outcome o = sim({"search", "--trace", "w.toml", "--request-rate", "20", "--slo", "p99_ttft=300ms", "--grid",
+                         "tp=2,1", "--grid", "replicas=1,2,3,4,5,6,7,8", "-j", "1", "--db", "p.db"});
+  ASSERT_EQ(o.status, 0) << o.output;
+  EXPECT_NE(o.output.find("configuration  replicas  gpus  nodes  req/s  p99_ttft_ms  p99_tpot_ms  p99_e2el_ms  "
+                          "rejected  usd/hour  verdict"),
+            std::string::npos)
+      << o.output;
+  EXPECT_NE(o.output.find("tp=1           <=5       5"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("pass (4 not run: cannot beat the best)"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("Answer: cheapest: tp=2 replicas=2 (4 GPUs = 1 node)"), std::string::npos) << o.output;
+  // sim report --sweep gives every probe of the search its verdict.
+  const Outcome r = sim({"report", "--sweep", "--db", "p.db"});
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("verdict"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("miss: overloaded"), std::string::npos) << r.output;
+}
+
+// Regression: a probe that rejected requests passed; an SLO without a unit was read as seconds.
+TEST_F(PlanningCli, AProbeThatRejectsRequestsMissesAndSlosNeedUnits) {
+  write("long.toml",
+        "[generate]\nrequests = 200\nseed = 5\n[generate.arrival]\nprocess = 'poisson'\nrate = 4.0\n"
+        "[generate.prompt_tokens]\ndist = 'uniform'\nmin = 200\nmax = 6000\n[generate.output_tokens]\n"
+        "dist = 'fixed'\nvalue = 20\n");
+  const std::vector<std::string> base = {"search", "--trace", "long.toml", "--model", "llama-2-7b", "--grid",
+                                         "replicas=1,2", "--db", "r.db", "--slo", "p99_ttft=10s"};
+  const Outcome missed = sim(base);
+  ASSERT_EQ(missed.status, 0) << missed.output;
+  EXPECT_NE(missed.output.find("miss: rejected 32 % of requests (64 of 200: 64 longer than the model's context)"),
+            std::string::npos)
+      << missed.output;
+  EXPECT_NE(missed.output.find("Answer: no configuration of the grid meets the SLOs"), std::string::npos)
+      << missed.output;
+  std::vector<std::string> allowed = base;
+  allowed.insert(allowed.end(), {"--slo", "rejected=0.5"});
+  const Outcome passed = sim(allowed);
+  ASSERT_EQ(passed.status, 0) << passed.output;
+  EXPECT_NE(passed.output.find("Answer: cheapest: replicas=1"), std::string::npos) << passed.output;
+  const Outcome bare = sim({"search", "--trace", "long.toml", "--slo", "p99_ttft=2"});
+  EXPECT_EQ(bare.status, 2);
+  EXPECT_NE(bare.output.find("give the unit: 2s or 2ms"), std::string::npos) << bare.output;
+}
+
+// --price-by node counts whole nodes: 3 replicas at tp 4 of an 8-GPU H100 are 12 GPUs on 2 nodes,
+// priced at two p5.48xlarge, where by the GPU they cost 1.5 of them.
+TEST_F(PlanningCli, WholeNodePricing) {
+  write("w.toml", kThreeHundred);
+  const std::vector<std::string> run = {"--trace", "w.toml", "--hardware", "h100-sxm", "--tp", "4",
+                                        "--replicas", "3", "--log", "summary", "--db", "n.db"};
+  const Outcome by_gpu = sim(run);
+  ASSERT_EQ(by_gpu.status, 0) << by_gpu.output;
+  EXPECT_NE(by_gpu.output.find("3 replicas x tp 4 = 12 GPUs (2 nodes)"), std::string::npos) << by_gpu.output;
+  EXPECT_EQ(query("SELECT round(value, 2) FROM metrics WHERE name = 'cost_per_hour'", "n.db"), "82.56");
+  std::vector<std::string> node = run;
+  node.insert(node.end(), {"--price-by", "node"});
+  const Outcome by_node = sim(node);
+  ASSERT_EQ(by_node.status, 0) << by_node.output;
+  EXPECT_NE(by_node.output.find("Cost (USD/hour, by node):"), std::string::npos) << by_node.output;
+  EXPECT_EQ(query("SELECT round(value, 2) FROM metrics WHERE name = 'cost_per_hour' AND run_id = 2", "n.db"),
+            "110.08");
+  EXPECT_EQ(query("SELECT value FROM metrics WHERE name = 'nodes' AND run_id = 2", "n.db"), "2.0");
+  // A hardware file without gpus_per_node cannot be priced by node: refused before anything runs.
+  write("gpu.toml", "name = 'x'\nmemory_gib = 80\nmemory_bandwidth_gbs = 2000\nfp16_tflops = 300\n"
+                    "fp32_tflops = 20\ninterconnect_gbs = 300\nprice_per_hour_usd = 2\n");
+  const Outcome unknown = sim({"--trace", "w.toml", "--hardware", "gpu.toml", "--price-by", "node", "--db", "u.db"});
+  EXPECT_EQ(unknown.status, 2) << unknown.output;
+  EXPECT_NE(unknown.output.find("gives no gpus_per_node"), std::string::npos) << unknown.output;
+  const Outcome set = sim({"--trace", "w.toml", "--hardware", "gpu.toml", "--price-by", "node", "--set",
+                           "gpus_per_node=4", "--replicas", "5", "--log", "summary", "--db", "u.db"});
+  ASSERT_EQ(set.status, 0) << set.output;
+  EXPECT_EQ(query("SELECT value FROM metrics WHERE name = 'cost_per_hour'", "u.db"), "16.0");  // 2 nodes x 4 x $2
+  // A search minimising nodes says how many GPUs that is.
+  const Outcome search = sim({"search", "--trace", "w.toml", "--request-rate", "20", "--slo", "p99_ttft=300ms",
+                              "--grid", "tp=2,1", "--grid", "replicas=1,2,3,4,5,6,7,8", "--minimize", "nodes",
+                              "--db", "s.db"});
+  ASSERT_EQ(search.status, 0) << search.output;
+  EXPECT_NE(search.output.find("(1 node = 4 GPUs)"), std::string::npos) << search.output;
+}
+
+// --rate-scale F replays F times the rate: the arrivals' span divided by F.
+TEST_F(PlanningCli, RateScaleMultipliesTheRate) {
+  write("w.toml", kThreeHundred);
+  ASSERT_EQ(sim({"--trace", "w.toml", "--log", "requests", "--db", "a.db"}).status, 0);
+  ASSERT_EQ(sim({"--trace", "w.toml", "--rate-scale", "3", "--log", "requests", "--db", "b.db"}).status, 0);
+  const double a = std::stod(query("SELECT max(arrival) FROM requests", "a.db"));
+  const double b = std::stod(query("SELECT max(arrival) FROM requests", "b.db"));
+  EXPECT_NEAR(b, a / 3, 1e-6);
+  const Outcome both = sim({"--trace", "w.toml", "--rate-scale", "3", "--time-scale", "0.5"});
+  EXPECT_EQ(both.status, 2);
+  EXPECT_NE(both.output.find("rate_scale: cannot be combined with time_scale"), std::string::npos) << both.output;
+}
+
 TEST_F(PlanningCli, ParallelRunsIntoOneNewDatabaseAllSucceed) {
   // Processes racing to create one file: exactly one creates it, none deletes another's.
   std::string cmd = "cd " + quote(dir_.string()) + " && for i in 1 2 3 4; do " + quote(kSim) +
