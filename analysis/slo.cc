@@ -131,6 +131,18 @@ std::string Slo::bound_text() const {
   return unit == "ms" ? number(bound * 1e3) + " ms" : number(bound) + " s";
 }
 
+bool misses_at_any_load(std::span<const Slo> slos, const std::string& status, std::span<const Metric> metrics) {
+  if (status == "failed") return true;
+  if (status != "done") return false;  // interrupted: nothing is known
+  const double share = rejected_share(metrics);
+  if (share == 0) return false;
+  double allowed = 0;
+  for (const Slo& s : slos) {
+    if (s.metric == "rejected") allowed = s.bound;
+  }
+  return share > allowed;
+}
+
 double rejected_share(std::span<const Metric> metrics) {
   const double rejected = find_metric(metrics, "rejected").value_or(0);
   const double total = rejected + find_metric(metrics, "completed").value_or(0);

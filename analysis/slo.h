@@ -42,6 +42,12 @@ Result<Slo> parse_slo(const std::string& token);
 // below a second). Errors name the key ("slo.p99_ttfx").
 Result<std::vector<Slo>> slos_from_table(const toml::table& slo);
 
+// Whether a run that misses would miss at any rate and on any number of replicas: it failed (its
+// configuration cannot run), or it rejected requests the SLOs do not allow (a prompt longer than
+// the model's context, or larger than a replica's KV cache or token budget, is rejected whatever
+// the load). A search stops probing such a configuration.
+bool misses_at_any_load(std::span<const Slo> slos, const std::string& status, std::span<const Metric> metrics);
+
 // The share of requests rejected: rejected / (rejected + completed); 0 when there were none.
 double rejected_share(std::span<const Metric> metrics);
 

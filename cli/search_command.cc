@@ -67,7 +67,7 @@ std::string rejected_text(const PointOutcome& o) {
   const double total = *rejected + find_metric(o.metrics, "completed").value_or(0);
   if (*rejected == 0 || total == 0) return "0";
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f%%", *rejected / total * 100);
+  std::snprintf(buf, sizeof buf, "%.3g%%", *rejected / total * 100);  // 1 of 19,366: 0.00516%, not 0.0%
   return buf;
 }
 

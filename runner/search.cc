@@ -103,6 +103,10 @@ class Searcher {
   void cheapest();
 
  private:
+  // Whether the probe misses whatever the rate or the replicas (analysis/slo.h).
+  bool at_any_load(const SearchProbe& p) const {
+    return !p.miss.empty() && misses_at_any_load(spec_.slos, p.outcome.status, p.outcome.metrics);
+  }
   // Probes at these rates, one round.
   std::vector<size_t> rate_round(const std::vector<double>& rates);
   // The miss of the probe at rate `r`.
@@ -159,8 +163,13 @@ void Searcher::max_rate() {
   double lo = 0, hi = 0;  // the largest rate that passed, the smallest that missed (0: none yet)
   int64_t best = -1;
   double r = spec_.start_rate;
+  std::string hopeless;  // a miss that no rate would mend
   while (!stopped()) {  // exponential phase
     const size_t i = rate_round({r}).front();
+    if (at_any_load(result_.probes[i])) {
+      hopeless = result_.probes[i].miss;
+      break;
+    }
     if (result_.probes[i].miss.empty()) {
       lo = r;
       best = static_cast<int64_t>(i);
@@ -192,7 +201,10 @@ void Searcher::max_rate() {
   result_.found = lo > 0;
   result_.best_point = best;
   if (stopped()) return;
-  if (!result_.found) {
+  if (!hopeless.empty()) {
+    result_.answer = "no rate meets the SLOs: at " + rate_text(r) + " req/s " + hopeless +
+                     ", which does not depend on the rate";
+  } else if (!result_.found) {
     result_.answer = "no rate down to 1e-6 req/s meets the SLOs (" + result_.probes.back().miss + ")";
   } else if (hi == 0) {
     result_.answer = "every rate up to " + rate_text(lo) + " req/s meets the SLOs (the search stops there)";
@@ -241,6 +253,12 @@ void Searcher::search_combination(int64_t c) {
       values.push_back(grid.values(gp));
     }
     const std::vector<size_t> got = run_round(std::move(tables), std::move(values));
+    const auto hopeless = std::find_if(got.begin(), got.end(), [&](size_t i) { return at_any_load(result_.probes[i]); });
+    if (hopeless != got.end()) {  // no replica count mends it: the combination is done
+      last_miss = result_.probes[*hopeless].miss;
+      found = -1;
+      break;
+    }
     int64_t first_pass = -1;
     for (size_t j = 0; j < got.size(); ++j) {
       if (result_.probes[got[j]].miss.empty()) {
@@ -270,6 +288,8 @@ void Searcher::search_combination(int64_t c) {
   SearchResult::FrontierRow row{label.empty() ? std::string("(fixed)") : label, found, "", ""};
   if (pruned && found < 0) {
     row.note = "not run further: cannot beat the best found before it";
+  } else if (found < 0 && g_.replicas_axis >= axes) {
+    row.note = last_miss.empty() ? "not run" : "miss: " + last_miss;  // one probe: no replicas axis
   } else if (found < 0) {
     row.note = last_miss.empty() ? "not run" : "no replica count meets the SLOs (" + last_miss + ")";
   } else if (pruned) {
@@ -295,10 +315,15 @@ std::string Searcher::cost_text(double cost, const std::vector<Metric>& metrics)
   };
   const std::string& m = spec_.minimize;
   const std::optional<double> gpus = find_metric(metrics, "gpus"), nodes = find_metric(metrics, "nodes");
+  const auto money = [](const char* format, double usd) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, format, usd);
+    return std::string(buf);
+  };
   std::string text = m == "gpus"            ? count(cost, "GPU", "GPUs")
                      : m == "nodes"         ? count(cost, "node", "nodes")
-                     : m == "cost_per_hour" ? format_number(cost) + " USD/hour"
-                                            : format_number(cost) + " USD per million output tokens";
+                     : m == "cost_per_hour" ? money("%.2f USD/hour", cost)
+                                            : money("%.4g USD per million output tokens", cost);
   if (m == "gpus" && nodes) {
     text += " = " + count(*nodes, "node", "nodes");
   } else if (m == "nodes") {

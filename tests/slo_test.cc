@@ -144,5 +144,17 @@ TEST(SloVerdict, AProbeMissesForItsStatusOverloadOrAnObjective) {
   EXPECT_EQ(rejected_share(std::vector<Metric>{}), 0.0);
 }
 
+// A search stops probing a configuration whose miss no rate or replica count would mend.
+TEST(SloVerdict, RejectionsAndFailuresMissAtAnyLoad) {
+  const std::vector<Slo> slos = {parse_slo("p99_ttft=2s").value()};
+  EXPECT_TRUE(misses_at_any_load(slos, "done", done_run(1.0, 1, 399)));
+  EXPECT_TRUE(misses_at_any_load(slos, "failed", {}));
+  EXPECT_FALSE(misses_at_any_load(slos, "done", done_run(3.0)));  // slow: more replicas may mend it
+  EXPECT_FALSE(misses_at_any_load(slos, "interrupted", {}));
+  std::vector<Slo> allowed = slos;
+  allowed.push_back(parse_slo("rejected=1%").value());
+  EXPECT_FALSE(misses_at_any_load(allowed, "done", done_run(1.0, 1, 399)));
+}
+
 }  // namespace
 }  // namespace servesim
