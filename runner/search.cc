@@ -287,7 +287,11 @@ void Searcher::search_combination(int64_t c) {
   }
   SearchResult::FrontierRow row{label.empty() ? std::string("(fixed)") : label, found, "", ""};
   if (pruned && found < 0) {
-    row.note = "not run further: cannot beat the best found before it";
+    // What was run missed; the larger counts left cost at least the best.
+    row.note = last_miss.empty() ? "not run: cannot beat the best found before it"
+                                 : "misses up to " + count_range(spec_.grid[g_.replicas_axis].values, g_.replica_order,
+                                                                 lo - 1, lo) +
+                                       " replicas (" + last_miss + "); more cannot beat the best found before it";
   } else if (found < 0 && g_.replicas_axis >= axes) {
     row.note = last_miss.empty() ? "not run" : "miss: " + last_miss;  // one probe: no replicas axis
   } else if (found < 0) {
