@@ -197,6 +197,21 @@ TEST_F(PlanningCli, WholeNodePricing) {
   EXPECT_NE(search.output.find("(1 node = 4 GPUs)"), std::string::npos) << search.output;
 }
 
+// Regression: the sweep's pre-check let request_rate=1e300 and an unknown router through (they
+// failed point by point); --start-rate's message gave no bound.
+TEST_F(PlanningCli, BadRatesAndRoutersStopASweepBeforeItRuns) {
+  for (const char* grid : {"request_rate=1,1e300", "router.name=round-robin,nosuch"}) {
+    const Outcome o = sim({"sweep", "--trace", "pareto.toml", "--grid", grid, "--db", "never.db"});
+    EXPECT_EQ(o.status, 2) << o.output;
+    EXPECT_NE(o.output.find("point 1"), std::string::npos) << o.output;
+    EXPECT_FALSE(fs::exists(dir_ / "never.db")) << grid;
+  }
+  const Outcome start = sim({"search", "--trace", "pareto.toml", "--slo", "p99_ttft=2s", "--start-rate", "0"});
+  EXPECT_EQ(start.status, 2);
+  EXPECT_NE(start.output.find("expected a rate > 0 and below 1e+06 requests per second, got 0"), std::string::npos)
+      << start.output;
+}
+
 // --rate-scale F replays F times the rate: the arrivals' span divided by F.
 TEST_F(PlanningCli, RateScaleMultipliesTheRate) {
   write("w.toml", kThreeHundred);
