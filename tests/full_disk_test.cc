@@ -13,19 +13,6 @@
 namespace servesim {
 namespace {
 
-std::string one(const std::string& path, const std::string& sql) {
-  auto db = Database::open_read_only(path);
-  EXPECT_TRUE(db.ok());
-  sqlite3_stmt* st = nullptr;
-  std::string out;
-  if (sqlite3_prepare_v2(db.value()->handle(), sql.c_str(), -1, &st, nullptr) == SQLITE_OK &&
-      sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0) != nullptr) {
-    out = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
-  }
-  sqlite3_finalize(st);
-  return out;
-}
-
 class FullDiskTest : public SweepTest {
  protected:
   // A workload whose rows (requests and timeline) take far more than the quotas below.
@@ -54,8 +41,8 @@ TEST_F(FullDiskTest, ARunThatCannotWriteItsRowsEndsFailedWithTheError) {
   }
   ASSERT_TRUE(ran.ok()) << ran.error().message;
   EXPECT_NE(ran.value().write_error.find("full"), std::string::npos) << ran.value().write_error;
-  EXPECT_EQ(one(db("full.db"), "SELECT status FROM runs"), "failed");
-  EXPECT_NE(one(db("full.db"), "SELECT error FROM runs").find("full"), std::string::npos);
+  EXPECT_EQ(query_one(db("full.db"), "SELECT status FROM runs"), "failed");
+  EXPECT_NE(query_one(db("full.db"), "SELECT error FROM runs").find("full"), std::string::npos);
 }
 
 // Regression: a full disk recorded the points as done without metrics ("6 done, 0 failed", exit
@@ -82,10 +69,10 @@ TEST_F(FullDiskTest, ASweepsPointsThatCouldNotBeWrittenAreRerunByAResume) {
     }
   }
   EXPECT_LT(done, 4);
-  EXPECT_EQ(one(db("sweep.db"), "SELECT status FROM sweeps"), "interrupted");
-  EXPECT_EQ(one(db("sweep.db"), "SELECT count(*) FROM sweep_points WHERE status = 'done' AND run_id IN "
+  EXPECT_EQ(query_one(db("sweep.db"), "SELECT status FROM sweeps"), "interrupted");
+  EXPECT_EQ(query_one(db("sweep.db"), "SELECT count(*) FROM sweep_points WHERE status = 'done' AND run_id IN "
                                "(SELECT run_id FROM metrics)"),
-            one(db("sweep.db"), "SELECT count(*) FROM sweep_points WHERE status = 'done'"));
+            query_one(db("sweep.db"), "SELECT count(*) FROM sweep_points WHERE status = 'done'"));
   // With room again, the resume runs what is missing.
   auto d = Database::open_read_only(db("sweep.db"));
   const StoredSweep stored = read_sweep(*d.value(), r.sweep_id).value();
@@ -96,8 +83,8 @@ TEST_F(FullDiskTest, ASweepsPointsThatCouldNotBeWrittenAreRerunByAResume) {
   auto resumed = run_sweep(again.value(), {.jobs = 1, .resume_id = r.sweep_id});
   ASSERT_TRUE(resumed.ok()) << resumed.error().message;
   EXPECT_TRUE(resumed.value().storage_error.empty()) << resumed.value().storage_error;
-  EXPECT_EQ(one(db("sweep.db"), "SELECT count(*) FROM sweep_points WHERE status = 'done'"), "4");
-  EXPECT_EQ(one(db("sweep.db"), "SELECT status FROM sweeps"), "done");
+  EXPECT_EQ(query_one(db("sweep.db"), "SELECT count(*) FROM sweep_points WHERE status = 'done'"), "4");
+  EXPECT_EQ(query_one(db("sweep.db"), "SELECT status FROM sweeps"), "done");
 }
 
 }  // namespace

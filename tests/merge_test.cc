@@ -15,18 +15,7 @@
 namespace servesim {
 namespace {
 
-int64_t count(const std::string& path, const std::string& sql) {
-  auto db = Database::open_read_only(path);
-  EXPECT_TRUE(db.ok());
-  sqlite3_stmt* st = nullptr;
-  int64_t n = -1;
-  if (sqlite3_prepare_v2(db.value()->handle(), sql.c_str(), -1, &st, nullptr) == SQLITE_OK &&
-      sqlite3_step(st) == SQLITE_ROW) {
-    n = sqlite3_column_int64(st, 0);
-  }
-  sqlite3_finalize(st);
-  return n;
-}
+int64_t count(const std::string& path, const std::string& sql) { return std::stoll(query_one(path, sql)); }
 
 using MergeTest = SweepTest;
 

@@ -11,6 +11,7 @@
 #include <map>
 #include <string>
 
+#include "analysis/database.h"
 #include "runner/sweep.h"
 
 namespace servesim {
@@ -63,6 +64,21 @@ inline std::map<int64_t, double> metric_by_point(const SweepResult& r, const std
       if (m.name == name) out[p.point] = m.value;
     }
   }
+  return out;
+}
+
+// One value of a query on the database at `path`, as text ("" when there is no row or it is NULL).
+inline std::string query_one(const std::string& path, const std::string& sql) {
+  auto db = Database::open_read_only(path);
+  EXPECT_TRUE(db.ok());
+  if (!db.ok()) return "";
+  sqlite3_stmt* st = nullptr;
+  std::string out;
+  if (sqlite3_prepare_v2(db.value()->handle(), sql.c_str(), -1, &st, nullptr) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0) != nullptr) {
+    out = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
+  }
+  sqlite3_finalize(st);
   return out;
 }
 

@@ -14,20 +14,6 @@
 namespace servesim {
 namespace {
 
-// One value of a query on `path`, as text ("" when no row).
-std::string one(const std::string& path, const std::string& sql) {
-  auto db = Database::open_read_only(path);
-  EXPECT_TRUE(db.ok());
-  sqlite3_stmt* st = nullptr;
-  std::string out;
-  if (sqlite3_prepare_v2(db.value()->handle(), sql.c_str(), -1, &st, nullptr) == SQLITE_OK &&
-      sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0) != nullptr) {
-    out = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
-  }
-  sqlite3_finalize(st);
-  return out;
-}
-
 // Regression: the stored grid was re-read sorted by key, so a sweep whose --grid keys were not in
 // alphabetical order resumed with another point -> configuration mapping (runs twice, runs never,
 // points labelled with other points' values).
@@ -57,14 +43,14 @@ TEST_F(SweepTest, AResumedSweepKeepsEachPointsConfigurationWhateverTheKeyOrder) 
   ASSERT_TRUE(resumed.ok());
   // Every point ran once, with its own values, and its row says them.
   const std::string path = db("order.db");
-  EXPECT_EQ(one(path, "SELECT count(*) FROM runs"), "6");
+  EXPECT_EQ(query_one(path, "SELECT count(*) FROM runs"), "6");
   std::set<std::string> configurations;
   for (int64_t p = 0; p < 6; ++p) {
     const std::vector<const toml::node*> v = s.values(p);
     const std::string where = " FROM sweep_points WHERE point = " + std::to_string(p);
-    EXPECT_EQ(one(path, "SELECT request_rate" + where), std::to_string(v[0]->value_or(int64_t{0})));
-    EXPECT_EQ(one(path, "SELECT max_num_seqs" + where), std::to_string(v[1]->value_or(int64_t{0})));
-    const std::string config = one(path, "SELECT r.config FROM runs r JOIN sweep_points p ON p.run_id = r.id "
+    EXPECT_EQ(query_one(path, "SELECT request_rate" + where), std::to_string(v[0]->value_or(int64_t{0})));
+    EXPECT_EQ(query_one(path, "SELECT max_num_seqs" + where), std::to_string(v[1]->value_or(int64_t{0})));
+    const std::string config = query_one(path, "SELECT r.config FROM runs r JOIN sweep_points p ON p.run_id = r.id "
                                          "WHERE p.point = " + std::to_string(p));
     EXPECT_NE(config.find("max_num_seqs = " + std::to_string(v[1]->value_or(int64_t{0}))), std::string::npos)
         << "point " << p << ":\n" << config;
@@ -181,7 +167,7 @@ TEST_F(SweepTest, AResumeIsRefusedWhileTheSweepsProcessIsAlive) {
   EXPECT_NE(refused.error().message.find("is still running: process " + std::to_string(::getpid())),
             std::string::npos)
       << refused.error().message;
-  EXPECT_EQ(one(db("live.db"), "SELECT count(*) FROM runs"), "0");
+  EXPECT_EQ(query_one(db("live.db"), "SELECT count(*) FROM runs"), "0");
   // Once its process is gone (a pid that no process has), the resume takes it over.
   auto d = Database::open(db("live.db"));
   ASSERT_TRUE(d.value()->exec("UPDATE sweeps SET pid = 999999999").ok());
@@ -189,8 +175,8 @@ TEST_F(SweepTest, AResumeIsRefusedWhileTheSweepsProcessIsAlive) {
   auto resumed = run_sweep(s, {.jobs = 1, .resume_id = id.value()});
   ASSERT_TRUE(resumed.ok()) << resumed.error().message;
   EXPECT_EQ(resumed.value().points.size(), 2u);
-  EXPECT_EQ(one(db("live.db"), "SELECT pid FROM sweeps"), std::to_string(::getpid()));
-  EXPECT_EQ(one(db("live.db"), "SELECT status FROM sweeps"), "done");
+  EXPECT_EQ(query_one(db("live.db"), "SELECT pid FROM sweeps"), std::to_string(::getpid()));
+  EXPECT_EQ(query_one(db("live.db"), "SELECT status FROM sweeps"), "done");
 }
 
 }  // namespace
