@@ -35,6 +35,7 @@ import sys
 import tempfile
 import time
 
+sys.dont_write_bytecode = True  # importing ray_common leaves no scripts/__pycache__ in the checkout
 from ray_common import KILL_ONCE, connect, default_sim, fail, program, refuse_flags, sim_path
 
 PREFIX = "@@servesim-probes "  # runner/external_probes.h: kProbesLinePrefix

@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 
+sys.dont_write_bytecode = True  # importing ray_common leaves no scripts/__pycache__ in the checkout
 from ray_common import KILL_ONCE, connect, default_sim, fail, refuse_flags, sim_path
 
 
