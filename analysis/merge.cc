@@ -170,6 +170,17 @@ struct SourceCounts {
   int64_t runs = 0, known = 0, sweeps = 0;
 };
 
+// The target ids of the source's runs, in the source's id order (temp.run_map).
+std::vector<int64_t> mapped_runs(Database& db) {
+  std::vector<int64_t> out;
+  sqlite3_stmt* st = nullptr;
+  if (sqlite3_prepare_v2(db.handle(), "SELECT new FROM temp.run_map ORDER BY old", -1, &st, nullptr) == SQLITE_OK) {
+    while (sqlite3_step(st) == SQLITE_ROW) out.push_back(sqlite3_column_int64(st, 0));
+  }
+  sqlite3_finalize(st);
+  return out;
+}
+
 Status merge_one(Database& db, SourceCounts& counts) {
   if (Status s = map_runs(db); !s.ok()) return s;
   counts.runs = count(db, "SELECT count(*) FROM temp.run_map WHERE fresh = 1");
@@ -233,8 +244,10 @@ Result<MergeOutcome> merge_databases(const std::vector<std::string>& sources, co
     sqlite3_finalize(attach);
     if (rc != SQLITE_DONE) return Error{"attaching " + s + ": " + db.error_message()};
     SourceCounts counts;
+    std::vector<int64_t> run_ids;
     Status merged = db.exec("BEGIN IMMEDIATE");
     if (merged.ok()) merged = merge_one(db, counts);
+    if (merged.ok()) run_ids = mapped_runs(db);
     if (merged.ok()) merged = db.exec("COMMIT");
     const bool stopped = stop != nullptr && stop->load();
     if (!merged.ok()) (void)db.exec("ROLLBACK");
@@ -248,6 +261,7 @@ Result<MergeOutcome> merge_databases(const std::vector<std::string>& sources, co
                                  "): " + merged.error().message});
     }
     outcome.merged.push_back(s);
+    outcome.run_ids.push_back(std::move(run_ids));
     out << s << ": " << counts.runs << " runs"
         << (counts.known ? " (" + std::to_string(counts.known) + " more already there)" : "")
         << (counts.sweeps ? ", " + std::to_string(counts.sweeps) + " new sweeps" : "") << " -> " << into << "\n";

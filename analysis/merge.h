@@ -15,6 +15,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -25,6 +26,9 @@ namespace servesim {
 
 struct MergeOutcome {
   std::vector<std::string> merged;  // the sources merged, in order
+  // For each source merged (as `merged`), its runs' ids in the target, in the source's id order
+  // (a run the target had already: that copy's id).
+  std::vector<std::vector<int64_t>> run_ids;
   bool interrupted = false;         // `stop` was raised: the source being merged was rolled back
 };
 

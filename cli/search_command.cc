@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <iostream>
 #include <thread>
@@ -10,6 +11,7 @@
 #include <boost/program_options.hpp>
 
 #include "cli/cli.h"
+#include "runner/external_probes.h"
 #include "runner/search.h"
 #include "sim/stop_signals.h"
 #include "sim/toml_fields.h"
@@ -26,7 +28,8 @@ void print_search_help(std::ostream& out, const po::options_description& o) {
          "Answers a capacity question in one command, running only the probes the answer needs (an\n"
          "exponential then k-ary search on the rate; a binary search on replicas per combination of\n"
          "the other keys). A probe passes when it is not overloaded and meets every SLO. Every probe\n"
-         "is recorded in the database as a point of one search (sim report --sweep).\n\n"
+         "is recorded in the database as a point of one search (sim report --sweep). A round runs\n"
+         "-j probes at once; scripts/ray_search.py runs each round's probes on a Ray cluster.\n\n"
       << o
       << "\nExamples:\n"
          "  sim search --trace azure-conv.csv --model llama-3-8b --slo p99_ttft=2s\n"
@@ -98,7 +101,9 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
      "cost_per_million_output_tokens (priced by GPU, or by node with --price-by node)")
     ("start-rate", po::value<double>()->value_name("R"), "without --grid: the first rate probed (default 1 req/s)")
     ("precision", po::value<double>()->value_name("F"), "without --grid: stop when the rate is known within F (default 0.01)")
-    ("jobs,j", po::value<int>()->value_name("N"), "probes run at once (default: the cores)");
+    ("jobs,j", po::value<int>()->value_name("N"), "probes per round, run at once (default: the cores)")
+    ("probes-external", "let the process that started this one run each round's probes (scripts/ray_search.py "
+     "runs them on Ray): a request line on stdout, the answer on stdin (runner/external_probes.h)");
   // clang-format on
   po::options_description all;
   all.add(search).add(run_options());
@@ -164,6 +169,10 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
   options.jobs = vm.count("jobs") ? vm["jobs"].as<int>() : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (options.jobs < 1 || options.jobs > 1024) return bad("--jobs: expected 1 to 1024");
   options.stop = stop.flag();
+  if (vm.count("probes-external") != 0) {
+    std::signal(SIGPIPE, SIG_IGN);  // a driver gone away fails the write, which says so
+    options.execute = external_probe_executor(stream_channel(out, STDIN_FILENO, stop.flag()));
+  }
   const bool tty = ::isatty(STDERR_FILENO) == 1;
   options.on_probe = [&](const SearchProbe& p) {
     if (tty) err << "\rprobe " << p.point << ": " << (p.miss.empty() ? "pass" : "miss") << "      " << std::flush;
@@ -253,6 +262,10 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
   out << line << "Answer: " << r.answer << "\n";
   if (!r.storage_error.empty()) {
     err << "sim search: " << r.storage_error << "\n";
+    return kExitFailed;
+  }
+  if (!r.executor_error.empty()) {
+    err << "sim search: " << r.executor_error << "\n";
     return kExitFailed;
   }
   if (r.interrupted) return kExitInterrupted;

@@ -70,7 +70,8 @@ class Searcher {
       : spec_(spec), options_(options), result_(result) {}
 
   bool stopped() const {
-    return (options_.stop != nullptr && options_.stop->load()) || !result_.storage_error.empty();
+    return (options_.stop != nullptr && options_.stop->load()) || !result_.storage_error.empty() ||
+           !result_.executor_error.empty();
   }
 
   // Runs a round of probes in parallel; returns their indices in result.probes.
@@ -82,8 +83,7 @@ class Searcher {
                                              std::to_string(ids.back()));
       if (!tables[i].contains("log")) tables[i].insert("log", "summary");
     }
-    std::vector<PointOutcome> out = run_points(tables, ids, values, result_.keys, result_.sweep_id,
-                                               result_.db_path, options_.jobs, cache_, options_.stop);
+    std::vector<PointOutcome> out = execute(tables, ids, values);
     std::vector<size_t> indices;
     for (size_t i = 0; i < out.size(); ++i) {
       SearchProbe p;
@@ -107,6 +107,11 @@ class Searcher {
   bool at_any_load(const SearchProbe& p) const {
     return !p.miss.empty() && misses_at_any_load(spec_.slos, p.outcome.status, p.outcome.metrics);
   }
+  // The round's outcomes, one per probe: from the options' executor, else run_points here. An
+  // executor that cannot run the round stops the search (executor_error); its probes are
+  // interrupted.
+  std::vector<PointOutcome> execute(const std::vector<toml::table>& tables, const std::vector<int64_t>& ids,
+                                    const std::vector<std::vector<const toml::node*>>& values);
   // Probes at these rates, one round.
   std::vector<size_t> rate_round(const std::vector<double>& rates);
   // The miss of the probe at rate `r`.
@@ -119,6 +124,7 @@ class Searcher {
   const SearchOptions& options_;
   SearchResult& result_;
   WorkloadCache cache_;
+  int64_t rounds_ = 0;
   // Cheapest mode.
   struct Grid {
     size_t replicas_axis = 0;  // == number of axes: none
@@ -133,6 +139,32 @@ class Searcher {
   double best_cost_ = INFINITY;
   int64_t best_grid_point_ = -1;
 };
+
+std::vector<PointOutcome> Searcher::execute(const std::vector<toml::table>& tables, const std::vector<int64_t>& ids,
+                                           const std::vector<std::vector<const toml::node*>>& values) {
+  if (!options_.execute) {
+    return run_points(tables, ids, values, result_.keys, result_.sweep_id, result_.db_path, options_.jobs, cache_,
+                      options_.stop);
+  }
+  const ProbeRound round{rounds_++, tables, ids, values, result_.keys, result_.sweep_id, result_.db_path};
+  Result<std::vector<PointOutcome>> ran = options_.execute(round);
+  std::string error = ran.ok() ? "" : ran.error().message;
+  if (ran.ok() && ran.value().size() != tables.size()) {
+    error = "the executor returned " + std::to_string(ran.value().size()) + " outcomes for " +
+            std::to_string(tables.size()) + " probes";
+  }
+  if (error.empty()) return std::move(ran).value();
+  // A signal that stopped the executor is an interruption, not its failure.
+  const bool signalled = options_.stop != nullptr && options_.stop->load();
+  if (!signalled) result_.executor_error = error;
+  std::vector<PointOutcome> out(tables.size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i].point = ids[i];
+    out[i].status = "interrupted";
+    out[i].error = signalled ? "" : "not run: " + error;
+  }
+  return out;
+}
 
 std::vector<size_t> Searcher::rate_round(const std::vector<double>& rates) {
   std::vector<toml::table> tables;
@@ -462,6 +494,8 @@ Result<SearchResult> run_search(const SearchSpec& spec, const SearchOptions& opt
   result.interrupted = searcher.stopped();
   if (!result.storage_error.empty()) {
     result.answer = "not answered: a probe could not write the database (" + result.storage_error + ")";
+  } else if (!result.executor_error.empty()) {
+    result.answer = "not answered: the probes could not be run (" + result.executor_error + ")";
   } else if (result.interrupted) {
     result.answer = "interrupted";
   }

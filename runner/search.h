@@ -17,6 +17,11 @@
 //
 // A write to the database that fails (a full disk) stops the search: its answer would rest on
 // probes it could not record. The search ends interrupted, with the error.
+//
+// Who runs a round's probes is pluggable (SearchOptions::execute): by default threads of this
+// process (run_points of runner/sweep.h); runner/external_probes.h hands them to a parent process
+// (scripts/ray_search.py runs them on a Ray cluster). The search itself, which probes and what they
+// answer, is the same either way.
 #pragma once
 
 #include <atomic>
@@ -82,15 +87,34 @@ struct SearchResult {
   std::vector<FrontierRow> frontier;
   bool interrupted = false;
   std::string storage_error;  // the first write that failed ("" when none): the search stopped
+  std::string executor_error;  // why the executor could not run a round ("" when it could): stopped
   // What the probes' values point into.
   std::vector<std::shared_ptr<toml::array>> owned_rates;
   std::shared_ptr<SweepSpec> owned_grid;
 };
 
+// One round of probes, as the search hands it to whoever runs them.
+struct ProbeRound {
+  int64_t round = 0;                     // 0, 1, ... in the order the search runs them
+  const std::vector<toml::table>& tables;  // each probe's configuration (named, its log set)
+  const std::vector<int64_t>& points;      // the probes' point numbers in the search
+  const std::vector<std::vector<const toml::node*>>& values;  // their swept values, one per key
+  const std::vector<std::string>& keys;    // of the values (sweeps.keys)
+  int64_t sweep_id = 0;                    // the search's sweeps row
+  const std::string& db_path;              // the search's database
+};
+
+// Runs a round: one PointOutcome per probe, in the order given, each probe's run in the search's
+// database with runs.sweep_id set and its sweep_points row written (record_point), as run_points
+// does. A probe that fails is an outcome (failed, with its error), not an Error; an Error means
+// that no more probes can run (the process that runs them went away): the search stops, unanswered.
+using ProbeExecutor = std::function<Result<std::vector<PointOutcome>>(const ProbeRound&)>;
+
 struct SearchOptions {
-  int jobs = 1;
+  int jobs = 1;  // probes per round (and the threads that run them locally)
   const std::atomic<bool>* stop = nullptr;
   std::function<void(const SearchProbe&)> on_probe = {};  // serialized
+  ProbeExecutor execute = {};  // empty: run_points on `jobs` threads of this process
 };
 
 // Checks the spec (the configuration resolves, SLO metrics exist, the grid has no request_rate).

@@ -31,41 +31,8 @@ import subprocess
 import sys
 import tempfile
 
-EXIT_BAD_INPUT = 2
-HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def fail(message, code=EXIT_BAD_INPUT):
-    print(f"ray_sweep: {message}", file=sys.stderr)
-    sys.exit(code)
-
-
-def default_sim():
-    built = os.path.join(os.path.dirname(HERE), "build", "sim", "sim")
-    if os.access(built, os.X_OK):
-        return built
-    return shutil.which("sim") or "sim"
-
-
-def resolve_address(address):
-    """HOST:PORT of the Ray cluster's GCS, checked to answer (ray.init would wait minutes)."""
-    if address == "auto":
-        address = os.environ.get("RAY_ADDRESS", "")
-        if not address:
-            try:
-                with open(os.path.join(tempfile.gettempdir(), "ray", "ray_current_cluster")) as f:
-                    address = f.read().strip()
-            except OSError:
-                fail("--address auto: no Ray cluster is running on this machine (start one with "
-                     "`ray start --head`, or give --address HOST:PORT)")
-    host, _, port = address.rpartition(":")
-    if not host or not port.isdigit():
-        fail(f"--address {address}: expected HOST:PORT (the head's GCS, 6379 by default) or auto")
-    try:
-        socket.create_connection((host, int(port)), timeout=3).close()
-    except OSError as e:
-        fail(f"Ray is unreachable at {address}: {e}")
-    return address
+sys.dont_write_bytecode = True  # importing ray_common leaves no scripts/__pycache__ in the checkout
+from ray_common import KILL_ONCE, connect, default_sim, fail, refuse_flags, sim_path
 
 
 def main():
@@ -78,10 +45,8 @@ def main():
     ap.add_argument("sweep", nargs=argparse.REMAINDER, help="-- then the arguments of `sim sweep`")
     a = ap.parse_args()
     args = a.sweep[1:] if a.sweep[:1] == ["--"] else a.sweep
-    for forbidden in ("--shard", "--resume", "-j", "--jobs", "--dry-run"):
-        if any(x == forbidden or x.startswith(forbidden + "=") for x in args):
-            fail(f"{forbidden} is chosen by the driver; leave it out")
-    sim = os.path.abspath(a.sim) if os.path.exists(a.sim) else a.sim
+    refuse_flags(args, ("--shard", "--resume", "-j", "--jobs", "--dry-run"), "is chosen by the driver; leave it out")
+    sim = sim_path(a.sim)
 
     # 1. The sweep, checked locally: nothing runs and nothing is written if it is bad.
     check = subprocess.run([sim, "sweep", *args, "--dry-run"], stdout=subprocess.PIPE,
@@ -109,20 +74,7 @@ def main():
               file=sys.stderr)
 
     # 2. Ray, before any point runs.
-    try:
-        import ray
-    except ImportError:
-        fail("Ray is not installed: `pip install ray` (or RAY=1 scripts/install-deps.sh, then run "
-             "this with .venv-ray/bin/python)")
-    address = resolve_address(a.address)
-    # Fault injection for the test of retries: the worker running point K dies once (K and a
-    # marker folder in SERVESIM_RAY_KILL_ONCE="K:FOLDER").
-    kill_once = os.environ.get("SERVESIM_RAY_KILL_ONCE", "")
-    runtime_env = {"env_vars": {"SERVESIM_RAY_KILL_ONCE": kill_once}} if kill_once else None
-    try:
-        ray.init(address=address, log_to_driver=False, logging_level="ERROR", runtime_env=runtime_env)
-    except Exception as e:  # noqa: BLE001 - any failure to join is the same answer to the user
-        fail(f"cannot join the Ray cluster at {address}: {e}")
+    ray, address = connect(a.address)
 
     # The worker's db path must not be in args: drop --db and give its own.
     worker_args, skip = [], False
@@ -139,7 +91,7 @@ def main():
 
     @ray.remote(max_retries=a.retries, retry_exceptions=True, num_cpus=1)
     def run_point(p):
-        kill = os.environ.get("SERVESIM_RAY_KILL_ONCE", "")
+        kill = os.environ.get(KILL_ONCE, "")
         if kill and kill.split(":", 1)[0] == str(p):
             marker = os.path.join(kill.split(":", 1)[1], f"killed{p}")
             if not os.path.exists(marker):
