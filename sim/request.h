@@ -90,6 +90,15 @@ enum class RequestStatus : uint8_t {
   kRejected,  // can never be served (reason in Request::reason)
 };
 
+// Where the KV block manager's prefix cache keeps the content of a block (sim/prefix_tree.h):
+// slot `slot` of chunk `chunk`; chunk -1 for none (a block that is not full or not cached).
+struct BlockNode {
+  int32_t chunk = -1;
+  int32_t slot = 0;
+  bool valid() const { return chunk != -1; }
+  bool operator==(const BlockNode&) const = default;
+};
+
 // What a scheduler knows about a request.
 struct Sequence {
   // The prompt's content and the id of the generated tokens' content (see Segment); the KV block
@@ -111,6 +120,7 @@ struct Sequence {
   Time arrival = 0;
   RequestStatus status = RequestStatus::kPending;
   std::vector<int32_t> block_table;  // KV blocks held, in token order (owned by the BlockManager)
+  std::vector<BlockNode> block_nodes;  // with prefix caching, each one's content (BlockManager's)
   // A member of its replica's decode group (sim/replica.h) has its ticket there (0: none); its
   // num_computed, num_output and last_token are those of when the group had run `group_synced`
   // iterations, and lag the group's by the iterations it ran since.
