@@ -38,9 +38,9 @@ bool BlockManager::allocate_blocks(Sequence& seq, int64_t num_tokens, int32_t nu
     seq.block_table = std::move(kept_tables_.back());
     kept_tables_.pop_back();
   }
-  if (prefix_caching_ && seq.block_nodes.capacity() == 0 && !kept_nodes_.empty()) {
-    seq.block_nodes = std::move(kept_nodes_.back());
-    kept_nodes_.pop_back();
+  if (prefix_caching_ && seq.block_runs.capacity() == 0 && !kept_runs_.empty()) {
+    seq.block_runs = std::move(kept_runs_.back());
+    kept_runs_.pop_back();
   }
   if (num_cached_tokens > 0) {
     const int32_t cached_blocks = num_cached_tokens / block_size_;
@@ -78,7 +78,6 @@ void BlockManager::take_blocks(Sequence& seq, int64_t num_blocks) {
   for (; want > 0 && (unlimited() || next_fresh_ < total_); --want) seq.block_table.push_back(next_fresh_++);
   if (want > 0) take_queued(seq, want);
   used_ += static_cast<int64_t>(seq.block_table.size() - before);
-  if (prefix_caching_) seq.block_nodes.resize(seq.block_table.size());  // no content yet
 }
 
 void BlockManager::take_queued(Sequence& seq, int64_t count) {
@@ -153,22 +152,22 @@ void BlockManager::compact_queue() {
 void BlockManager::hand_over(Sequence& from, Sequence& to) {
   to.block_table.clear();
   to.block_table.swap(from.block_table);
-  to.block_nodes.clear();
-  to.block_nodes.swap(from.block_nodes);
+  to.block_runs.clear();
+  to.block_runs.swap(from.block_runs);
   to.num_registered_blocks = std::exchange(from.num_registered_blocks, 0);
-  if (prefix_caching_) tree_.pass_holds(to.block_nodes, from, to);
+  if (prefix_caching_) tree_.pass_holds(to.block_runs, from, to);
 }
 
 void BlockManager::keep_table(Sequence& seq) {
   std::vector<int32_t> table = std::exchange(seq.block_table, {});
-  std::vector<Node> nodes = std::exchange(seq.block_nodes, {});
+  std::vector<BlockRun> runs = std::exchange(seq.block_runs, {});
   if (table.capacity() > 0 && kept_tables_.size() < kKeptTables) {
     table.clear();
     kept_tables_.push_back(std::move(table));
   }
-  if (nodes.capacity() > 0 && kept_nodes_.size() < kKeptTables) {
-    nodes.clear();
-    kept_nodes_.push_back(std::move(nodes));
+  if (runs.capacity() > 0 && kept_runs_.size() < kKeptTables) {
+    runs.clear();
+    kept_runs_.push_back(std::move(runs));
   }
 }
 

@@ -139,7 +139,9 @@ class BlockManager {
   void claim_cached(Sequence& seq, int32_t cached_blocks);  // the first copies of seq's hits
   void register_blocks(Sequence& seq, size_t num_blocks);   // caches seq's blocks up to num_blocks
   void free_cached(Sequence& seq);                          // free(), with prefix caching
-  void release(Sequence& seq, size_t b);                    // seq's block b, held one by one
+  void release(int32_t block, Node node);                   // a block held one by one
+  void release_hashless(int32_t block);                     // a block not registered
+  static void append_run(Sequence& seq, Node first, int32_t count, bool hold);  // to block_runs
   void release_hold(Node first, int32_t last);               // a hold's slots first..last, ended
 
   const int32_t block_size_;
@@ -170,7 +172,7 @@ class BlockManager {
   // no allocation unless it grows past those before it. As many are kept as the replica ever ran
   // at once (max_num_seqs, and those preempted), and at most kKeptTables.
   std::vector<std::vector<int32_t>> kept_tables_;
-  std::vector<std::vector<Node>> kept_nodes_;  // the same for block_nodes
+  std::vector<std::vector<BlockRun>> kept_runs_;  // the same for block_runs
   static constexpr size_t kKeptTables = 1024;
 };
 

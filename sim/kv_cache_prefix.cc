@@ -60,64 +60,75 @@ void BlockManager::claim_cached(Sequence& seq, int32_t cached_blocks) {
     }
     ++s.ref;
     seq.block_table.push_back(tree_.first_block(node));
-    seq.block_nodes.push_back(node);
+    append_run(seq, node, 1, false);
   }
+}
+
+void BlockManager::append_run(Sequence& seq, Node first, int32_t count, bool hold) {
+  if (!seq.block_runs.empty()) {
+    BlockRun& last = seq.block_runs.back();
+    if (last.chunk == first.chunk && last.slot + last.count == first.slot && last.hold == hold) {
+      last.count += count;
+      return;
+    }
+  }
+  seq.block_runs.push_back({first.chunk, first.slot, count, hold});
 }
 
 void BlockManager::register_blocks(Sequence& seq, size_t num_blocks) {
   auto k = static_cast<size_t>(seq.num_registered_blocks);
   if (k >= num_blocks) return;
   // Along what the tree already holds (copies computed side by side), then new contents.
-  Node node = k == 0 ? PrefixTree::kRoot : seq.block_nodes[k - 1];
+  Node node = PrefixTree::kRoot;
+  if (k > 0) {
+    const BlockRun& last = seq.block_runs.back();
+    node = {last.chunk, last.slot + last.count - 1};
+  }
   for (; k < num_blocks; ++k) {
     const Node next = tree_.child(node, seq, static_cast<int32_t>(k));
     if (!next.valid()) break;
-    assert(!seq.block_nodes[k].valid());  // a fresh block, never a claimed one
     tree_.add_copy(next, seq.block_table[k]);
-    seq.block_nodes[k] = next;
+    append_run(seq, next, 1, false);
     node = next;
   }
   if (k < num_blocks) {
     const std::span<const int32_t> fresh(seq.block_table.data() + k, num_blocks - k);
-    const Node first = tree_.extend(node, seq, static_cast<int32_t>(k), fresh);
-    for (size_t i = 0; i < fresh.size(); ++i) {
-      assert(!seq.block_nodes[k + i].valid());
-      seq.block_nodes[k + i] = {first.chunk, first.slot + static_cast<int32_t>(i)};
-    }
+    append_run(seq, tree_.extend(node, seq, static_cast<int32_t>(k), fresh), static_cast<int32_t>(fresh.size()), true);
   }
   seq.num_registered_blocks = static_cast<int32_t>(num_blocks);
 }
 
 void BlockManager::free_cached(Sequence& seq) {
-  // Tail first (vLLM's KVCacheManager.free, so that a sequence's tail is evicted before its head).
-  assert(seq.block_nodes.size() == seq.block_table.size());
-  for (size_t b = seq.block_table.size(); b-- > 0;) {
-    const Node node = seq.block_nodes[b];
-    if (node.valid() && tree_.in_hold(node, seq)) {  // a run of blocks it registered: at once
-      const PrefixTree::Hold hold = tree_.release_hold(node);
-      assert(hold.to == node.slot + 1);  // its last block is the chunk's last
-      const int32_t from = hold.from;
-      release_hold({node.chunk, from}, node.slot);
-      b -= static_cast<size_t>(node.slot - from);
-    } else {
-      release(seq, b);
+  // Tail first (vLLM's KVCacheManager.free, so that a sequence's tail is evicted before its head):
+  // the blocks after the registered ones have no hash; then the registered ones, run by run.
+  for (auto b = seq.block_table.size(); b-- > static_cast<size_t>(seq.num_registered_blocks);) {
+    release_hashless(seq.block_table[b]);
+  }
+  auto b = static_cast<size_t>(seq.num_registered_blocks);
+  for (auto run = seq.block_runs.rbegin(); run != seq.block_runs.rend(); ++run) {
+    b -= static_cast<size_t>(run->count);
+    if (run->hold) {  // the blocks it registered: at once
+      [[maybe_unused]] const PrefixTree::Hold hold = tree_.release_hold({run->chunk, run->slot});
+      assert(hold.holder == &seq && hold.from == run->slot && hold.to == run->slot + run->count);
+      release_hold({run->chunk, run->slot}, run->slot + run->count - 1);
+      continue;
     }
+    for (int32_t i = run->count; i-- > 0;) release(seq.block_table[b + static_cast<size_t>(i)], {run->chunk, run->slot + i});
+  }
+  assert(b == 0);
+}
+
+void BlockManager::release_hashless(int32_t id) {
+  --used_;  // its one holder was the sequence
+  if (unlimited() || free_order_ == FreeOrder::kHashlessFirst) {
+    spare_.push_back(id);  // vLLM's BlockPool.free_blocks: reused before any cached block
+  } else {
+    queue_.push_back({id, {}});
+    ++queued_;
   }
 }
 
-void BlockManager::release(Sequence& seq, size_t b) {
-  const int32_t id = seq.block_table[b];
-  const Node node = seq.block_nodes[b];
-  if (!node.valid()) {  // no hash: seq was its one holder
-    --used_;
-    if (unlimited() || free_order_ == FreeOrder::kHashlessFirst) {
-      spare_.push_back(id);  // vLLM's BlockPool.free_blocks: reused before any cached block
-    } else {
-      queue_.push_back({id, {}});
-      ++queued_;
-    }
-    return;
-  }
+void BlockManager::release(int32_t id, Node node) {
   int64_t* queued;
   if (tree_.first_block(node) == id) {
     PrefixTree::SlotState& s = tree_.state(node);
@@ -143,6 +154,15 @@ void BlockManager::release_hold(Node first, int32_t last) {
   // Slots last down to first.slot, each freed unless someone claimed it since: as runs of the
   // free queue (one when the chunk keeps no per-slot state).
   const int32_t chunk = first.chunk;
+  if (tree_.plain_run(chunk)) {  // nobody else holds any
+    const int32_t n = last - first.slot + 1;
+    used_ -= n;
+    if (!unlimited()) {
+      queue_.push_back({kRange, first, last});
+      queued_ += n;
+    }
+    return;
+  }
   int32_t top = last;
   for (int32_t j = last; j >= first.slot - 1; --j) {
     const PrefixTree::SlotState* s = j >= first.slot ? tree_.find_state({chunk, j}) : nullptr;

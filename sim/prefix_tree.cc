@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <iterator>
 
 namespace servesim {
 
@@ -213,9 +214,13 @@ PrefixTree::Hold PrefixTree::release_hold(Node n) {
   return h;
 }
 
-void PrefixTree::pass_holds(std::span<const Node> nodes, const Sequence& from, const Sequence& to) {
-  for (const Node n : nodes) {
-    if (n.valid() && chunk(n).holder == &from) chunk(n).holder = &to;
+void PrefixTree::pass_holds(std::span<const BlockRun> runs, [[maybe_unused]] const Sequence& from, const Sequence& to) {
+  for (const BlockRun& r : runs) {
+    Chunk& c = chunks_[static_cast<size_t>(r.chunk)];
+    if (r.hold) {
+      assert(c.holder == &from);
+      c.holder = &to;
+    }
   }
 }
 
@@ -265,7 +270,8 @@ void PrefixTree::evict_run(int32_t id, int32_t from, int32_t to, std::vector<int
   ++version_;
   Chunk& c = chunks_[static_cast<size_t>(id)];
   assert(c.states.empty() && from <= to);
-  for (int32_t j = to; j >= from; --j) out.push_back(c.blocks[static_cast<size_t>(j)]);
+  const auto begin = c.blocks.begin() + from, end = c.blocks.begin() + to + 1;
+  out.insert(out.end(), std::make_reverse_iterator(end), std::make_reverse_iterator(begin));
   size_ -= to - from + 1;
   if (static_cast<size_t>(to) + 1 == c.blocks.size()) {  // the chunk's end: popped
     c.blocks.resize(static_cast<size_t>(from));

@@ -61,8 +61,14 @@ void hash_sequence_blocks(Sequence& seq, int32_t block_size, size_t num_blocks);
 class PrefixTree {
  public:
   static constexpr int32_t kNone = -1;
-  // A content in the tree; the root (before any block) has chunk kRootChunk.
-  using Node = BlockNode;
+  // A content in the tree: slot `slot` of chunk `chunk`; the root (before any block) has chunk
+  // kRootChunk, and no content chunk kNone.
+  struct Node {
+    int32_t chunk = kNone;
+    int32_t slot = 0;
+    bool valid() const { return chunk != kNone; }
+    bool operator==(const Node&) const = default;
+  };
   static constexpr int32_t kRootChunk = -2;
   static constexpr Node kRoot{kRootChunk, 0};
 
@@ -112,11 +118,6 @@ class PrefixTree {
     const int32_t held = c.holder != nullptr && n.slot >= c.hold_from ? 1 : 0;
     return c.states.empty() ? held : held + c.states[static_cast<size_t>(n.slot)].ref;
   }
-  // Whether n's first copy is in the hold of `holder`.
-  bool in_hold(Node n, const Sequence& holder) const {
-    const Chunk& c = chunk(n);
-    return c.holder == &holder && n.slot >= c.hold_from;
-  }
   // n's state, or null when its chunk keeps none.
   const SlotState* find_state(Node n) const {
     const Chunk& c = chunk(n);
@@ -135,8 +136,8 @@ class PrefixTree {
   Node extend(Node parent, Sequence& seq, int32_t pos, std::span<const int32_t> blocks);
   // Ends the hold of n's chunk (n is in it) and returns what it was.
   Hold release_hold(Node n);
-  // Passes the hold of every chunk that `from` holds, among `nodes`, to `to`.
-  void pass_holds(std::span<const Node> nodes, const Sequence& from, const Sequence& to);
+  // Passes the holds of `runs` (a sequence's) from `from` to `to`.
+  void pass_holds(std::span<const BlockRun> runs, const Sequence& from, const Sequence& to);
 
   // Evicts n's first copy (nobody holds it): the next copy becomes the first, with its holders and
   // queue entry, or n is left without copies (and leaves the tree if nothing comes after it).

@@ -90,13 +90,15 @@ enum class RequestStatus : uint8_t {
   kRejected,  // can never be served (reason in Request::reason)
 };
 
-// Where the KV block manager's prefix cache keeps the content of a block (sim/prefix_tree.h):
-// slot `slot` of chunk `chunk`; chunk -1 for none (a block that is not full or not cached).
-struct BlockNode {
+// A run of a sequence's registered blocks whose contents lie side by side in the KV block
+// manager's prefix cache (sim/prefix_tree.h): slots slot.. slot + count - 1 of chunk `chunk`.
+// `hold`: blocks the sequence registered as new contents, held together as the chunk's hold; else
+// cached blocks it claimed, or copies it registered, held one by one.
+struct BlockRun {
   int32_t chunk = -1;
   int32_t slot = 0;
-  bool valid() const { return chunk != -1; }
-  bool operator==(const BlockNode&) const = default;
+  int32_t count = 0;
+  bool hold = false;
 };
 
 // What a scheduler knows about a request.
@@ -120,7 +122,7 @@ struct Sequence {
   Time arrival = 0;
   RequestStatus status = RequestStatus::kPending;
   std::vector<int32_t> block_table;  // KV blocks held, in token order (owned by the BlockManager)
-  std::vector<BlockNode> block_nodes;  // with prefix caching, each one's content (BlockManager's)
+  std::vector<BlockRun> block_runs;  // with prefix caching, the registered ones' (BlockManager's)
   // A member of its replica's decode group (sim/replica.h) has its ticket there (0: none); its
   // num_computed, num_output and last_token are those of when the group had run `group_synced`
   // iterations, and lag the group's by the iterations it ran since.
