@@ -17,8 +17,8 @@
 // chunks with such contents have. So registering the blocks a prompt computes costs no hash and no
 // index entry per block, releasing them is one range, and evicting them pops them off their chunk's
 // end: what a sequence costs follows what it shares with others, not how many blocks it computes.
-// (A hash index entry and a reference count per block made a prefix-cached Mooncake replay 15 times
-// slower than chunked prefill: bench/prefix_cache.py.)
+// (A hash index entry, a reference count and free-queue links per block made a prefix-cached
+// Mooncake replay about ten times slower than chunked prefill: bench/prefix_cache.py.)
 //
 // A content that has lost its copies stays in the tree while a content after it has one (a chunk is
 // trimmed from its end only), so that a sequence registering it again finds its place; a walk stops
