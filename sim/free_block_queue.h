@@ -74,7 +74,7 @@ class FreeBlockQueue {
 
   std::vector<Entry> ring_;  // from head_ on: the queue in order, holes included
   size_t head_ = 0;
-  size_t holes_ = 0;         // holes from head_ on
+  size_t holes_ = 0;  // holes from head_ on
 };
 
 }  // namespace servesim

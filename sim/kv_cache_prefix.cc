@@ -22,8 +22,10 @@ int32_t BlockManager::cached_prefix_tokens(Sequence& seq) {
   return static_cast<int32_t>(path_.size()) * block_size_;
 }
 
-const std::vector<PrefixTree::Node>& BlockManager::hit_path(const Sequence& seq, int32_t num_blocks) const {
-  if (path_seq_ != &seq || path_version_ != tree_.version() || path_.size() < static_cast<size_t>(num_blocks)) {
+const std::vector<PrefixTree::Node>& BlockManager::hit_path(const Sequence& seq,
+                                                            int32_t num_blocks) const {
+  if (path_seq_ != &seq || path_version_ != tree_.version() ||
+      path_.size() < static_cast<size_t>(num_blocks)) {
     // Not the walk just made: walk again (the sequence's hashes are a memo, not its state).
     const_cast<BlockManager*>(this)->cached_prefix_tokens(const_cast<Sequence&>(seq));
   }
@@ -37,7 +39,8 @@ int64_t BlockManager::evictable_hits(const Sequence& seq, int32_t num_cached_tok
   if (unlimited()) return 0;
   const int32_t num_blocks = num_cached_tokens / block_size_;
   const std::vector<Node>& path = hit_path(seq, num_blocks);
-  return std::count_if(path.begin(), path.begin() + num_blocks, [&](Node n) { return tree_.ref(n) == 0; });
+  return std::count_if(path.begin(), path.begin() + num_blocks,
+                       [&](Node n) { return tree_.ref(n) == 0; });
 }
 
 void BlockManager::claim_cached(Sequence& seq, int32_t cached_blocks) {
@@ -93,7 +96,8 @@ void BlockManager::register_blocks(Sequence& seq, size_t num_blocks) {
   }
   if (k < num_blocks) {
     const std::span<const int32_t> fresh(seq.block_table.data() + k, num_blocks - k);
-    append_run(seq, tree_.extend(node, seq, static_cast<int32_t>(k), fresh), static_cast<int32_t>(fresh.size()), true);
+    append_run(seq, tree_.extend(node, seq, static_cast<int32_t>(k), fresh),
+               static_cast<int32_t>(fresh.size()), true);
   }
   seq.num_registered_blocks = static_cast<int32_t>(num_blocks);
 }
@@ -113,7 +117,9 @@ void BlockManager::free_cached(Sequence& seq) {
       release_hold({run->chunk, run->slot}, run->slot + run->count - 1);
       continue;
     }
-    for (int32_t i = run->count; i-- > 0;) release(seq.block_table[b + static_cast<size_t>(i)], {run->chunk, run->slot + i});
+    for (int32_t i = run->count; i-- > 0;) {
+      release(seq.block_table[b + static_cast<size_t>(i)], {run->chunk, run->slot + i});
+    }
   }
   assert(b == 0);
 }

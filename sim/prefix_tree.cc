@@ -6,11 +6,11 @@
 
 namespace servesim {
 
-void hash_blocks(const BlockContent& content, int32_t block_size, int64_t first_block, uint64_t prev,
-                 std::span<uint64_t> out) {
+void hash_blocks(const BlockContent& content, int32_t block_size, int64_t first_block,
+                 uint64_t prev, std::span<uint64_t> out) {
   const int64_t bs = block_size;
   int64_t pos = first_block * bs;
-  int32_t s = 0;                           // the segment holding `pos`
+  int32_t s = 0;                            // the segment holding `pos`
   int64_t seg_start = content.first_token;  // its first token
   while (s < content.num_segments && seg_start + content.segments[s].tokens <= pos) {
     seg_start += content.segments[s].tokens;
@@ -36,7 +36,8 @@ void hash_blocks(const BlockContent& content, int32_t block_size, int64_t first_
         offset = pos - content.prompt_tokens;
         len = end - pos;
       }
-      h = content_id(content_id(h, id), static_cast<uint64_t>(offset) << 32 | static_cast<uint64_t>(len));
+      h = content_id(content_id(h, id),
+                     static_cast<uint64_t>(offset) << 32 | static_cast<uint64_t>(len));
       pos += len;
     }
     hash = h == 0 ? 1 : h;  // 0 would read as "no hash"
@@ -49,7 +50,8 @@ void hash_sequence_blocks(Sequence& seq, int32_t block_size, size_t num_blocks) 
   if (from >= num_blocks) return;
   const uint64_t prev = from == 0 ? kBlockHashSeed : seq.block_hashes.back();
   seq.block_hashes.resize(num_blocks);
-  const BlockContent content{seq.prompt_segments, seq.num_prompt_segments, 0, seq.prompt_tokens, seq.output_id};
+  const BlockContent content{seq.prompt_segments, seq.num_prompt_segments, 0, seq.prompt_tokens,
+                             seq.output_id};
   hash_blocks(content, block_size, static_cast<int64_t>(from), prev,
               std::span<uint64_t>(seq.block_hashes).subspan(from));
 }
@@ -63,10 +65,10 @@ uint64_t PrefixTree::chunk_hash(Chunk& c, size_t slot) {
   const size_t known = c.hashes.size();
   if (slot < known) return c.hashes[slot];
   c.hashes.resize(slot + 1);
-  const BlockContent content{c.segments.data(), static_cast<int32_t>(c.segments.size()), c.first_token,
-                             c.prompt_tokens, c.output_id};
-  hash_blocks(content, block_size_, c.first_block + static_cast<int64_t>(known), c.hashes[known - 1],
-              std::span<uint64_t>(c.hashes).subspan(known));
+  const BlockContent content{c.segments.data(), static_cast<int32_t>(c.segments.size()),
+                             c.first_token, c.prompt_tokens, c.output_id};
+  hash_blocks(content, block_size_, c.first_block + static_cast<int64_t>(known),
+              c.hashes[known - 1], std::span<uint64_t>(c.hashes).subspan(known));
   return c.hashes[slot];
 }
 
@@ -78,7 +80,8 @@ PrefixTree::Node PrefixTree::child(Node parent, Sequence& seq, int32_t pos) {
   Chunk& c = chunks_[static_cast<size_t>(parent.chunk)];
   const auto next = static_cast<size_t>(parent.slot) + 1;
   const bool follows = next < c.blocks.size();
-  const int32_t branches = c.states.empty() ? 0 : c.states[static_cast<size_t>(parent.slot)].branches;
+  const int32_t branches =
+      c.states.empty() ? 0 : c.states[static_cast<size_t>(parent.slot)].branches;
   if (!follows && branches == 0) return {};  // a leaf: nothing to compare
   // The sequence that registered the chunk goes on with its own content, the chunk's next.
   if (follows && c.owner == owner_of(seq)) return {parent.chunk, static_cast<int32_t>(next)};
@@ -122,7 +125,8 @@ void PrefixTree::walk(Sequence& seq, int32_t max_blocks, std::vector<Node>& path
     for (; pos < max_blocks && j < c.blocks.size(); ++j, ++pos) {
       if (!own) {
         if (seq.block_hashes.size() <= static_cast<size_t>(pos)) {
-          hash_sequence_blocks(seq, block_size_, static_cast<size_t>(std::min(max_blocks, pos + kAhead)));
+          hash_sequence_blocks(seq, block_size_,
+                               static_cast<size_t>(std::min(max_blocks, pos + kAhead)));
         }
         if (c.hashes.size() <= j) chunk_hash(c, std::min(c.blocks.size() - 1, j + kAhead));
         if (c.hashes[j] != seq.block_hashes[static_cast<size_t>(pos)]) break;
@@ -131,7 +135,8 @@ void PrefixTree::walk(Sequence& seq, int32_t max_blocks, std::vector<Node>& path
       path.push_back({node.chunk, static_cast<int32_t>(j)});
     }
     node = path.back();
-    if (pos < max_blocks && j < c.blocks.size() && (c.states.empty() || c.states[j - 1].branches == 0)) {
+    if (pos < max_blocks && j < c.blocks.size() &&
+        (c.states.empty() || c.states[j - 1].branches == 0)) {
       return;  // the chunk goes on with other contents, and nothing branches off here
     }
   }
@@ -145,12 +150,14 @@ void PrefixTree::add_copy(Node n, int32_t block) {
     state(n).ref = 1;
     ++size_;
   } else {
-    later_copies_[key(n)].push_back({block, 1, kNone});  // vLLM's _insert_block_hash: a further copy
+    // vLLM's BlockPool._insert_block_hash: a further copy.
+    later_copies_[key(n)].push_back({block, 1, kNone});
     ++state(n).more;
   }
 }
 
-PrefixTree::Node PrefixTree::extend(Node parent, Sequence& seq, int32_t pos, std::span<const int32_t> blocks) {
+PrefixTree::Node PrefixTree::extend(Node parent, Sequence& seq, int32_t pos,
+                                    std::span<const int32_t> blocks) {
   ++version_;
   size_ += static_cast<int64_t>(blocks.size());
   if (parent.chunk != kRootChunk) {
@@ -170,7 +177,8 @@ PrefixTree::Node PrefixTree::extend(Node parent, Sequence& seq, int32_t pos, std
   return new_chunk(parent, seq, pos, blocks);
 }
 
-PrefixTree::Node PrefixTree::new_chunk(Node parent, Sequence& seq, int32_t pos, std::span<const int32_t> blocks) {
+PrefixTree::Node PrefixTree::new_chunk(Node parent, Sequence& seq, int32_t pos,
+                                       std::span<const int32_t> blocks) {
   const uint64_t head_hash = sequence_hash(seq, pos);
   int32_t id;
   if (!free_chunks_.empty()) {
@@ -214,7 +222,8 @@ PrefixTree::Hold PrefixTree::release_hold(Node n) {
   return h;
 }
 
-void PrefixTree::pass_holds(std::span<const BlockRun> runs, [[maybe_unused]] const Sequence& from, const Sequence& to) {
+void PrefixTree::pass_holds(std::span<const BlockRun> runs, [[maybe_unused]] const Sequence& from,
+                            const Sequence& to) {
   for (const BlockRun& r : runs) {
     Chunk& c = chunks_[static_cast<size_t>(r.chunk)];
     if (r.hold) {
@@ -247,7 +256,8 @@ void PrefixTree::evict_later(Node n, int32_t block) {
   ++version_;
   const auto later = later_copies_.find(key(n));
   std::vector<Copy>& copies = later->second;
-  copies.erase(std::find_if(copies.begin(), copies.end(), [&](const Copy& c) { return c.block == block; }));
+  copies.erase(
+      std::find_if(copies.begin(), copies.end(), [&](const Copy& c) { return c.block == block; }));
   if (--state(n).more == 0) later_copies_.erase(later);
 }
 
@@ -284,7 +294,8 @@ void PrefixTree::evict_run(int32_t id, int32_t from, int32_t to, std::vector<int
 void PrefixTree::trim(int32_t id) {
   while (true) {
     Chunk& c = chunks_[static_cast<size_t>(id)];
-    while (!c.blocks.empty() && c.blocks.back() == kNone && (c.states.empty() || c.states.back().branches == 0)) {
+    while (!c.blocks.empty() && c.blocks.back() == kNone &&
+           (c.states.empty() || c.states.back().branches == 0)) {
       c.blocks.pop_back();
       if (!c.states.empty()) c.states.pop_back();
     }
@@ -298,8 +309,8 @@ void PrefixTree::trim(int32_t id) {
     Chunk& p = chunk(parent);
     SlotState& ps = p.states[static_cast<size_t>(parent.slot)];
     --ps.branches;
-    if (static_cast<size_t>(parent.slot) + 1 != p.blocks.size() || p.blocks[static_cast<size_t>(parent.slot)] != kNone ||
-        ps.branches != 0) {
+    if (static_cast<size_t>(parent.slot) + 1 != p.blocks.size() ||
+        p.blocks[static_cast<size_t>(parent.slot)] != kNone || ps.branches != 0) {
       return;
     }
     id = parent.chunk;

@@ -1,9 +1,9 @@
-// The prefix cache of a KV block manager (sim/kv_cache.h): which cached blocks hold a given content,
-// and who holds them. A content is a full block's tokens together with every token before them in
-// their sequence; it is named by a hash chained from the sequence's first block (hash_blocks
-// below), and equal hashes are taken to be equal contents, as vLLM takes them. The copies of a
-// content are the blocks registered with it and not evicted since, in registration order (vLLM's
-// BlockHashToBlockMap); a lookup takes the first.
+// The prefix cache of a KV block manager (sim/kv_cache.h): which cached blocks hold a given
+// content, and who holds them. A content is a full block's tokens together with every token before
+// them in their sequence; it is named by a hash chained from the sequence's first block
+// (hash_blocks below), and equal hashes are taken to be equal contents, as vLLM takes them. The
+// copies of a content are the blocks registered with it and not evicted since, in registration
+// order (vLLM's BlockHashToBlockMap); a lookup takes the first.
 //
 // Contents form a tree: a content's parent is the content of the block before it in the sequence.
 // It is kept as a radix tree. A chunk is a run of contents that one sequence (its owner) registered
@@ -52,8 +52,8 @@ struct BlockContent {
 // block_size tokens, the first chained from `prev` (the hash of block first_block - 1, or
 // kBlockHashSeed). Each block's hash chains the previous one with the (content id, offset, length)
 // pieces it covers; never 0. REQUIRES: the content holds token first_block * block_size.
-void hash_blocks(const BlockContent& content, int32_t block_size, int64_t first_block, uint64_t prev,
-                 std::span<uint64_t> out);
+void hash_blocks(const BlockContent& content, int32_t block_size, int64_t first_block,
+                 uint64_t prev, std::span<uint64_t> out);
 
 // Extends seq.block_hashes to at least `num_blocks` hashes (hash_blocks over seq's content).
 void hash_sequence_blocks(Sequence& seq, int32_t block_size, size_t num_blocks);
@@ -164,10 +164,10 @@ class PrefixTree {
     Owner owner;
     const Sequence* holder = nullptr;  // the hold: slots hold_from.. (none without a holder)
     int32_t hold_from = 0;
-    int64_t first_block = 0;          // the sequence position of slot 0
-    std::vector<int32_t> blocks;      // slot i's first copy, or kNone
-    std::vector<SlotState> states;    // empty, or one per slot
-    std::vector<uint64_t> hashes;     // slot i's hash, for the first hashes.size() slots (>= 1)
+    int64_t first_block = 0;        // the sequence position of slot 0
+    std::vector<int32_t> blocks;    // slot i's first copy, or kNone
+    std::vector<SlotState> states;  // empty, or one per slot
+    std::vector<uint64_t> hashes;   // slot i's hash, for the first hashes.size() slots (>= 1)
     // What the hashes are computed from: the owner's prompt from the segment holding slot 0's
     // first token (the prompt's token first_token) on, and its output's content.
     std::vector<Segment> segments;
@@ -176,7 +176,9 @@ class PrefixTree {
     uint64_t output_id = 0;
   };
 
-  static uint64_t key(Node n) { return static_cast<uint64_t>(n.chunk) << 32 | static_cast<uint32_t>(n.slot); }
+  static uint64_t key(Node n) {
+    return static_cast<uint64_t>(n.chunk) << 32 | static_cast<uint32_t>(n.slot);
+  }
   static Owner owner_of(const Sequence& seq) {
     return {&seq, seq.prompt_segments, seq.index, seq.output_id};
   }
@@ -192,7 +194,8 @@ class PrefixTree {
   std::vector<Chunk> chunks_;
   std::vector<int32_t> free_chunks_;  // ids of deleted chunks, for reuse
   BlockHashIndex heads_;              // a chunk's first content's hash -> the chunk
-  std::unordered_map<uint64_t, std::vector<Copy>> later_copies_;  // by key(n), in registration order
+  // Copies after the first, by key(n), in registration order.
+  std::unordered_map<uint64_t, std::vector<Copy>> later_copies_;
   int64_t size_ = 0;
   uint64_t version_ = 0;
 };

@@ -24,7 +24,9 @@ TEST(FreeBlockQueue, AgreesWithAListUnderChurn) {
   std::list<int32_t> ref;
   std::vector<int64_t> at(5000, -1);  // per block: its index in the queue, or -1
   int32_t next = 0;
-  const auto moved = [&](const Entry& e, int64_t index) { at[static_cast<size_t>(e.block)] = index; };
+  const auto moved = [&](const Entry& e, int64_t index) {
+    at[static_cast<size_t>(e.block)] = index;
+  };
   for (int step = 0; step < 300000; ++step) {
     const uint64_t op = rng() % 10;
     if (op < 4 || ref.empty()) {  // free a block

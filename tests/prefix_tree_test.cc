@@ -1,8 +1,8 @@
-// The prefix cache's radix tree (sim/prefix_tree.h), through the block manager that uses it, against
-// a naive block manager that keeps what vLLM keeps: a hash -> copies map, a reference count and a
-// hash per block, and a linked free queue. On random work (prompts that share prefixes, chunked
-// prefills, decodes, preemptions, hand-overs), every answer, every block table and every count must
-// be the naive one's, block id for block id.
+// The prefix cache's radix tree (sim/prefix_tree.h), through the block manager that uses it,
+// against a naive block manager that keeps what vLLM keeps: a hash -> copies map, a reference count
+// and a hash per block, and a linked free queue. On random work (prompts that share prefixes,
+// chunked prefills, decodes, preemptions, hand-overs), every answer, every block table and every
+// count must be the naive one's, block id for block id.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -29,7 +29,9 @@ class NaiveBlockManager {
 
   int64_t num_used() const { return used_; }
   int64_t num_free() const {
-    return unlimited() ? -1 : (total_ - next_fresh_) + static_cast<int64_t>(queue_.size() + spare_.size());
+    return unlimited()
+               ? -1
+               : (total_ - next_fresh_) + static_cast<int64_t>(queue_.size() + spare_.size());
   }
   int64_t num_cached() const { return static_cast<int64_t>(cache_.size()); }
 
@@ -43,10 +45,13 @@ class NaiveBlockManager {
   }
 
   bool can_allocate(const Sequence& seq, int64_t num_tokens, int32_t cached) const {
-    const int64_t need = (num_tokens + bs_ - 1) / bs_ - static_cast<int64_t>(seq.block_table.size()) - cached / bs_;
+    const int64_t need =
+        (num_tokens + bs_ - 1) / bs_ - static_cast<int64_t>(seq.block_table.size()) - cached / bs_;
     int64_t evictable = 0;
     for (int32_t b = 0; b < cached / bs_ && !unlimited(); ++b) {
-      if (ref_[static_cast<size_t>(cache_.at(seq.block_hashes[static_cast<size_t>(b)]).front())] == 0) ++evictable;
+      if (ref_[static_cast<size_t>(cache_.at(seq.block_hashes[static_cast<size_t>(b)]).front())] ==
+          0)
+        ++evictable;
     }
     return unlimited() || std::max<int64_t>(need, 0) + evictable <= num_free();
   }
@@ -149,7 +154,8 @@ void init(Req& r, int32_t index, uint64_t output_id) {
   }
 }
 
-class PrefixTreeAgainstNaive : public ::testing::TestWithParam<std::tuple<FreeOrder, int64_t, int32_t>> {};
+class PrefixTreeAgainstNaive
+    : public ::testing::TestWithParam<std::tuple<FreeOrder, int64_t, int32_t>> {};
 
 TEST_P(PrefixTreeAgainstNaive, EveryAnswerAndBlockTableIsTheNaiveManagers) {
   const auto [order, total, bs] = GetParam();
@@ -163,13 +169,18 @@ TEST_P(PrefixTreeAgainstNaive, EveryAnswerAndBlockTableIsTheNaiveManagers) {
   std::deque<Req> reqs;
   for (int i = 0; i < 60; ++i) {
     Req& r = reqs.emplace_back();
-    if (pick(4) > 0) r.prompt.push_back({content_id(1, static_cast<uint64_t>(pick(3))), 1 + pick(40)});
-    for (int k = pick(4); k-- > 0;) r.prompt.push_back({content_id(2, static_cast<uint64_t>(pick(6))), 1 + pick(3 * bs)});
+    if (pick(4) > 0) {
+      r.prompt.push_back({content_id(1, static_cast<uint64_t>(pick(3))), 1 + pick(40)});
+    }
+    for (int k = pick(4); k-- > 0;) {
+      r.prompt.push_back({content_id(2, static_cast<uint64_t>(pick(6))), 1 + pick(3 * bs)});
+    }
     // A third repeat one of a few whole prompts: full hits, which recompute (and copy) the last
     // block, and copies computed side by side.
     r.repeats = pick(3) == 0;
     if (r.repeats) {
-      r.prompt = {{content_id(1, 0), 2 * bs}, {content_id(7, static_cast<uint64_t>(pick(2))), bs + pick(2)}};
+      r.prompt = {{content_id(1, 0), 2 * bs},
+                  {content_id(7, static_cast<uint64_t>(pick(2))), bs + pick(2)}};
     } else {
       r.prompt.push_back({content_id(3, static_cast<uint64_t>(i)), 1 + pick(2 * bs)});
     }
@@ -262,7 +273,8 @@ INSTANTIATE_TEST_SUITE_P(FreeOrdersAndSizes, PrefixTreeAgainstNaive,
                                            std::tuple{FreeOrder::kHashlessFirst, int64_t{64}, 16},
                                            std::tuple{FreeOrder::kFifo, int64_t{24}, 4},
                                            std::tuple{FreeOrder::kFifo, int64_t{120}, 4},
-                                           std::tuple{FreeOrder::kHashlessFirst, BlockManager::kUnlimited, 4}));
+                                           std::tuple{FreeOrder::kHashlessFirst,
+                                                      BlockManager::kUnlimited, 4}));
 
 }  // namespace
 }  // namespace servesim
