@@ -58,7 +58,7 @@ const std::vector<std::string_view>& names() {
       for (double p : kStandardPercentiles) v.push_back(std::string(m) + percentile_suffix(p));
     }
     for (const char* n : {"slot_utilization", "kv_utilization_mean", "preemptions", "iterations",
-                          "prefix_hit_rate", "prefix_request_hit_rate", "overloaded",
+                          "prefix_hit_rate", "prefix_request_hit_rate", "prefix_cacheable_requests", "overloaded",
                           "backlog_growth", "backlog_growth_share", "gpus", "replica_groups",
                           "kv_blocks_per_replica", "kv_blocks_total", "kv_tokens_per_replica", "kv_gib_per_replica", "cost_per_hour",
                           "cost_per_million_output_tokens", "kv_transfers", "kv_transfer_gib",
@@ -174,6 +174,8 @@ void MetricsAccumulator::on_decode_steps(const DecodeSteps& steps) {
 
 void MetricsAccumulator::on_request(const Request& r) {
   preemptions_ += r.preemptions;
+  // A prompt without content (a trace of token counts) is its own: it shares nothing.
+  if (options_.prefix_caching && r.spec != nullptr && !r.spec->prompt.empty()) ++cacheable_;
   if (r.status == RequestStatus::kRejected) {
     ++rejected_;
     ++rejected_by_cause_[static_cast<int>(r.cause)];
@@ -325,6 +327,9 @@ std::vector<Metric> MetricsAccumulator::compute(std::vector<QuantilePoint>* quan
     out.push_back({"prefix_hit_rate", static_cast<double>(cached_tokens_) / static_cast<double>(input_tokens_)});
     out.push_back({"prefix_request_hit_rate", static_cast<double>(cache_hits_) / static_cast<double>(completed_)});
   }
+  // Requests whose prompt names its content (a trace's block hashes, shared prefixes, a
+  // conversation's history): with none, no two prompts can share a cached prefix.
+  if (options_.prefix_caching) count("prefix_cacheable_requests", cacheable_);
   if (alone) backlog();
   sorted_parts_.assign(1, sample_sizes());  // each sample is sorted now
   if (trend.known) {

@@ -80,6 +80,8 @@ struct MetricsOptions {
   // Disaggregated serving: each replica's pool (1 prefill, 2 decode), for prefill_utilization and
   // decode_utilization. Empty: not disaggregated.
   std::vector<uint8_t> pools{};
+  // The replicas cache prefixes (the policy prefix-cached): prefix_cacheable_requests is counted.
+  bool prefix_caching = false;
 };
 
 // The deployment's metrics (analysis/deployment_metrics.cc), after the others: gpus, the KV cache
@@ -129,7 +131,8 @@ class MetricsAccumulator : public Recorder {
   void on_decode_steps(const DecodeSteps& steps) override;
 
   // Counts the request: a completed one (kDone, finished >= 0) adds its latencies and tokens; a
-  // rejected one adds to `rejected` and its cause's count; every one adds its preemptions; every one
+  // rejected one adds to `rejected` and its cause's count; every one adds its preemptions (and,
+  // with prefix caching, to prefix_cacheable_requests if its prompt names its content); every one
   // sent adds its outstanding interval to the overload test.
   void on_request(const Request& r) override;
   // Adds a KV transfer (disaggregated serving) to the kv_transfer_* metrics.
@@ -172,6 +175,7 @@ class MetricsAccumulator : public Recorder {
   mutable std::vector<std::pair<double, double>> outstanding_;  // (due, finished) of sent requests, s
   int64_t input_tokens_ = 0, output_tokens_ = 0;
   int64_t cached_tokens_ = 0, cache_hits_ = 0;  // prompt tokens from the prefix cache; requests with any
+  int64_t cacheable_ = 0;  // requests whose prompt names its content (prefix_cacheable_requests)
   Time first_arrival_ = kNever, last_finished_ = -1;
   mutable std::vector<double> ttft_, tpot_, e2el_, queue_;  // seconds, one per completed request
   // When the samples above are made of sorted parts (a sharded run's groups', each sorted when its

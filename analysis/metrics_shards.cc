@@ -78,6 +78,7 @@ void MetricsAccumulator::absorb(Recorder& recorder) {
   output_tokens_ += s.output_tokens_;
   cached_tokens_ += s.cached_tokens_;
   cache_hits_ += s.cache_hits_;
+  cacheable_ += s.cacheable_;
   first_arrival_ = std::min(first_arrival_, s.first_arrival_);
   last_finished_ = std::max(last_finished_, s.last_finished_);
   gaps_.absorb(s.gaps_);

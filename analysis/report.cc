@@ -266,6 +266,10 @@ void print_summary(std::ostream& out, const SummaryHeader& header,
     metric_line("Prefix cache hit rate (tokens):", "prefix_hit_rate", percent);
     metric_line("Prefix cache hit rate (requests):", "prefix_request_hit_rate", percent);
   }
+  if (const double* cacheable = find(metrics, "prefix_cacheable_requests"); cacheable && *cacheable == 0) {
+    // A trace of token counts (Azure's): every prompt is its own, so caching cannot show here.
+    out << kNoPromptContent << '\n';
+  }
   if (find(metrics, "kv_transfers") != nullptr) {
     // Disaggregated serving: the pools' busy shares, and the KV moving between them.
     auto latency = [&](double v) { return fixed2(v * latency_scale); };

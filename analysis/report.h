@@ -40,11 +40,18 @@ std::string policy_release(std::string_view config_toml);
 // when none were given.
 std::vector<double> run_percentiles(std::string_view config_toml);
 
+// The line the summary prints under the prefix cache's hit rates when no request's prompt names
+// its content (prefix_cacheable_requests is 0).
+inline constexpr const char* kNoPromptContent =
+    "  note: no prompt here has content ids or block hashes, so none can share a prefix: the hit rate "
+    "is not a finding";
+
 // Prints the summary table: label column padded to 40 characters as vLLM's. With backend == "unit"
 // times are in iterations and labelled "steps" (rates per step); otherwise durations are in seconds
 // and latencies in milliseconds, as vLLM prints them. A line whose metric is absent is left out,
 // and so is a latency section with no metrics. Lines for a status other than "done" (or empty), the
-// hardware and model (when either is set) and capped requests (when any) appear only when relevant.
+// hardware and model (when either is set), capped requests (when any) and kNoPromptContent (when
+// prefix_cacheable_requests is 0) appear only when relevant.
 void print_summary(std::ostream& out, const SummaryHeader& header,
                    const std::vector<Metric>& metrics);
 

@@ -471,6 +471,7 @@ Result<RunOutput> run_configuration(const RunConfig& config, const RunEnvironmen
   mo.kv_blocks = config.kv_blocks >= 0 ? config.kv_blocks : first.kv_blocks(config.block_size);
   mo.block_size = config.block_size;
   mo.kv_bytes_per_token = first.kv_bytes_per_block() / config.block_size;
+  mo.prefix_caching = prefix_caching;
   if (mixed) {
     for (size_t g = 0; g < groups.size(); ++g) {
       const Backend& b = *backends[group_first[g]];

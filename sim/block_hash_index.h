@@ -1,7 +1,7 @@
-// The prefix cache's index from block hash to block id: an open-addressing hash table (linear
-// probing, backward-shift deletion) in one flat array, so that millions of cached blocks cost no
-// allocation each and a lookup touches one or two cache lines. Keys are block hashes, never 0
-// (0 marks an empty slot).
+// A hash table from block hashes to int32 values (the prefix tree's chunks by their first
+// content's hash, sim/prefix_tree.h): open addressing (linear probing, backward-shift deletion) in
+// one flat array, so that many entries cost no allocation each and a lookup touches one or two
+// cache lines. Keys are block hashes, never 0 (0 marks an empty slot).
 #pragma once
 
 #include <cassert>
@@ -17,7 +17,7 @@ class BlockHashIndex {
 
   size_t size() const { return size_; }
 
-  // The block cached under `hash`, or kMissing.
+  // The value under `hash`, or kMissing.
   int32_t find(uint64_t hash) const {
     if (slots_.empty()) return kMissing;
     for (size_t i = home(hash);; i = (i + 1) & mask_) {
@@ -26,7 +26,7 @@ class BlockHashIndex {
     }
   }
 
-  // Adds hash -> block unless the hash is present. Returns true if added. REQUIRES: hash != 0.
+  // Adds hash -> value unless the hash is present. Returns true if added. REQUIRES: hash != 0.
   bool insert(uint64_t hash, int32_t block) {
     assert(hash != 0);
     if ((size_ + 1) * 4 > slots_.size() * 3) grow();  // load factor at most 3/4
@@ -40,7 +40,7 @@ class BlockHashIndex {
     }
   }
 
-  // Points the present `hash` at `block`. REQUIRES: find(hash) != kMissing.
+  // Points the present `hash` at another value. REQUIRES: find(hash) != kMissing.
   void assign(uint64_t hash, int32_t block) {
     assert(!slots_.empty());
     size_t i = home(hash);

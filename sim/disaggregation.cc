@@ -37,10 +37,7 @@ void Simulator::hand_off(Time now) {
     if (transfers_.size() <= static_cast<size_t>(slot)) transfers_.resize(static_cast<size_t>(slot) + 1);
     Transfer& t = transfers_[static_cast<size_t>(slot)];
     // The prefill replica's blocks stay held, by the transfer, until the KV has moved.
-    t.prefill_blocks.block_table.clear();
-    t.prefill_blocks.block_table.swap(r.block_table);
-    t.prefill_blocks.num_registered_blocks = r.num_registered_blocks;
-    r.num_registered_blocks = 0;
+    replicas_[static_cast<size_t>(r.replica)]->kv().hand_over(r, t.prefill_blocks);
     size_t d;
     const int16_t parent_decode =
         r.spec->after.empty() ? -1 : requests_[static_cast<size_t>(r.spec->after.front())].decode_replica;

@@ -19,6 +19,8 @@
 // finds the one registered first, and evicting one copy leaves the others cached (vLLM's
 // BlockHashToBlockMap). A freed block keeps its hash and can still be hit until it is taken for reuse
 // (LRU eviction). A sequence frees its blocks tail first, so its tail is evicted before its head.
+// The cached contents are indexed by a radix tree (sim/prefix_tree.h), so that a block that nobody
+// shares costs neither a hash nor an index entry.
 //
 // With an unlimited cache (the unit backend without kv.blocks) ids are handed out fresh, cached
 // blocks are never evicted, and nothing is preallocated: the cost of an operation never depends on
@@ -29,7 +31,8 @@
 #include <limits>
 #include <vector>
 
-#include "sim/block_hash_index.h"
+#include "sim/free_block_queue.h"
+#include "sim/prefix_tree.h"
 #include "sim/request.h"
 
 namespace servesim {
@@ -62,7 +65,7 @@ class BlockManager {
     return (total_ - next_fresh_) + queued_ + static_cast<int64_t>(spare_.size());
   }
   // Distinct cached contents (hashes) that a new sequence could hit, held or not.
-  int64_t num_cached() const { return static_cast<int64_t>(cache_.size()); }
+  int64_t num_cached() const { return tree_.size(); }
 
   // Blocks needed to hold `tokens` (>= 0) tokens.
   int64_t blocks_for(int64_t tokens) const {
@@ -104,20 +107,42 @@ class BlockManager {
   // a sequence that holds none.
   void free(Sequence& seq);
 
+  // Moves the blocks `from` holds to `to`, which holds none and will only free them (a
+  // disaggregated prefill's blocks, held until their KV has moved).
+  void hand_over(Sequence& from, Sequence& to);
+
  private:
   static constexpr int32_t kNone = -1;
+  using Node = PrefixTree::Node;
+  // An entry of the free queue: one block (and its content, if cached), or (block kRange) the
+  // blocks of slots `top` down to node.slot of chunk node.chunk, released together by a hold.
+  struct Queued {
+    int32_t block;
+    Node node;
+    int32_t top = 0;
+  };
+  static constexpr int32_t kRange = -2;
 
   bool allocate_blocks(Sequence& seq, int64_t num_tokens, int32_t num_cached_tokens);
-  int32_t take_block();                  // a free block: hashless first, else the LRU one (evicted)
+  void take_blocks(Sequence& seq, int64_t num_blocks);  // grows seq's table to num_blocks
+  // Takes `count` blocks off the free queue's head onto seq's table, evicting what they cache.
+  void take_queued(Sequence& seq, int64_t count);
   // Empties seq's table and keeps its room for a later sequence's first blocks.
   void keep_table(Sequence& seq);
-  void unlink(int32_t id);               // out of the free queue
-  void push_free(int32_t id);            // onto the free queue's tail
-  void hash_blocks(Sequence& seq, size_t num_blocks) const;  // extends seq.block_hashes
-  int32_t lookup(uint64_t hash) const;   // the first block cached with this hash, or kNone
-  void register_block(int32_t id, uint64_t hash);  // caches block id under hash (a copy if any)
-  void evict(int32_t id);                // drops block id's hash from the cache
+  void compact_queue();                  // after changes of the queue (FreeBlockQueue)
+
+  // Prefix caching (kv_cache_prefix.cc).
+  // The contents of seq's first num_blocks blocks, each cached (num_blocks * block_size is what
+  // cached_prefix_tokens(seq) returned): its walk, kept while the tree has not changed.
+  const std::vector<Node>& hit_path(const Sequence& seq, int32_t num_blocks) const;
   int64_t evictable_hits(const Sequence& seq, int32_t num_cached_tokens) const;
+  void claim_cached(Sequence& seq, int32_t cached_blocks);  // the first copies of seq's hits
+  void register_blocks(Sequence& seq, size_t num_blocks);   // caches seq's blocks up to num_blocks
+  void free_cached(Sequence& seq);                          // free(), with prefix caching
+  void release(int32_t block, Node node);                   // a block held one by one
+  void release_hashless(int32_t block);                     // a block not registered
+  static void append_run(Sequence& seq, Node first, int32_t count, bool hold);  // to block_runs
+  void release_hold(Node first, int32_t last);               // a hold's slots first..last, ended
 
   const int32_t block_size_;
   const int32_t block_shift_;  // log2(block_size_) when a power of two, else -1
@@ -125,25 +150,29 @@ class BlockManager {
   const bool prefix_caching_;
   const FreeOrder free_order_;
   // Without prefix caching, when freed blocks go back to spare_ (hashless first, or unlimited):
-  // a block has one holder and no hash, so no reference counts are kept (ref_ is not read) and
   // blocks move between spare_ and the block tables in bulk.
   const bool plain_;
   int64_t used_ = 0;
   int32_t next_fresh_ = 0;  // ids below this have been handed out at least once
-  // Per block id (grown as ids are handed out):
-  std::vector<int32_t> ref_;       // sequences holding it
-  std::vector<uint64_t> hash_;     // its hash while it is cached, else 0
-  std::vector<int32_t> prev_, next_;  // links of the free queue
-  std::vector<int32_t> same_hash_; // the next block cached under the same hash, in registration order
-  int32_t head_ = kNone, tail_ = kNone;
-  int64_t queued_ = 0;             // blocks in the free queue
+  // Freed blocks that wait for reuse, least recently freed first: cached ones (kHashlessFirst), or
+  // all (kFifo). Never with an unlimited cache, whose cached blocks stay cached. queued_ counts the
+  // blocks in it.
+  FreeBlockQueue<Queued> queue_;
+  int64_t queued_ = 0;
   std::vector<int32_t> spare_;     // freed blocks without a hash, reused first (kHashlessFirst, or
                                    // unlimited)
-  BlockHashIndex cache_;           // hash -> the first block cached under it
+  // The cached contents, with their copies' holders and places in queue_ (mutable: walks memoize
+  // hashes). Without prefix caching a block has one holder, its sequence, and none is counted.
+  mutable PrefixTree tree_;
+  // The last walk of cached_prefix_tokens: for whom, at which version of the tree, and its nodes.
+  mutable const Sequence* path_seq_ = nullptr;
+  mutable uint64_t path_version_ = 0;
+  mutable std::vector<Node> path_;
   // The room of freed sequences' tables, for the next sequences' first blocks: a table then takes
   // no allocation unless it grows past those before it. As many are kept as the replica ever ran
   // at once (max_num_seqs, and those preempted), and at most kKeptTables.
   std::vector<std::vector<int32_t>> kept_tables_;
+  std::vector<std::vector<BlockRun>> kept_runs_;  // the same for block_runs
   static constexpr size_t kKeptTables = 1024;
 };
 

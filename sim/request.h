@@ -90,6 +90,17 @@ enum class RequestStatus : uint8_t {
   kRejected,  // can never be served (reason in Request::reason)
 };
 
+// A run of a sequence's registered blocks whose contents lie side by side in the KV block
+// manager's prefix cache (sim/prefix_tree.h): slots slot.. slot + count - 1 of chunk `chunk`.
+// `hold`: blocks the sequence registered as new contents, held together as the chunk's hold; else
+// cached blocks it claimed, or copies it registered, held one by one.
+struct BlockRun {
+  int32_t chunk = -1;
+  int32_t slot = 0;
+  int32_t count = 0;
+  bool hold = false;
+};
+
 // What a scheduler knows about a request.
 struct Sequence {
   // The prompt's content and the id of the generated tokens' content (see Segment); the KV block
@@ -111,6 +122,7 @@ struct Sequence {
   Time arrival = 0;
   RequestStatus status = RequestStatus::kPending;
   std::vector<int32_t> block_table;  // KV blocks held, in token order (owned by the BlockManager)
+  std::vector<BlockRun> block_runs;  // with prefix caching, the registered ones' (BlockManager's)
   // A member of its replica's decode group (sim/replica.h) has its ticket there (0: none); its
   // num_computed, num_output and last_token are those of when the group had run `group_synced`
   // iterations, and lag the group's by the iterations it ran since.

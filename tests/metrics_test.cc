@@ -168,10 +168,11 @@ TEST(MetricsAccumulator, MetricsComeInCanonicalOrder) {
     last = pos;
   }
   // All but kv_utilization_mean and the kv_*_per_replica (KV unlimited), the four rejected_<cause>
-  // (none rejected), goodput and attainment (no SLOs), overloaded and the two backlog_growth (too few
-  // requests to tell), the two costs (no price), replica_groups and kv_blocks_total (one group), and
-  // the eight of disaggregated serving (kv_transfer*, the pools' utilizations).
-  EXPECT_EQ(metrics.size(), names.size() - 25) << [&] { std::string s; for (const Metric& m : metrics) s += m.name + " "; return s; }();
+  // (none rejected), goodput and attainment (no SLOs), prefix_cacheable_requests (no prefix
+  // caching), overloaded and the two backlog_growth (too few requests to tell), the two costs (no
+  // price), replica_groups and kv_blocks_total (one group), and the eight of disaggregated serving
+  // (kv_transfer*, the pools' utilizations).
+  EXPECT_EQ(metrics.size(), names.size() - 26) << [&] { std::string s; for (const Metric& m : metrics) s += m.name + " "; return s; }();
 }
 
 // The percentiles (standard, and asked for), the std and the quantile grid equal those of the

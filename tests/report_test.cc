@@ -254,6 +254,25 @@ TEST_F(PrintReportTest, RoundTripsInAllFormats) {
       << csv;
 }
 
+// With prefix caching, a workload whose prompts name no content (prefix_cacheable_requests 0)
+// gets a note under the hit rates; one with such prompts, or a run without the metric, none.
+TEST(PrintSummaryTest, SaysWhenNoPromptCanShareAPrefix) {
+  const auto summary = [](std::vector<Metric> extra) {
+    std::vector<Metric> metrics = toy_metrics();
+    metrics.insert(metrics.end(), extra.begin(), extra.end());
+    std::ostringstream out;
+    print_summary(out, {.run_id = 1, .policy = "prefix-cached", .backend = "unit"}, metrics);
+    return out.str();
+  };
+  const std::string none = summary({{"prefix_hit_rate", 0}, {"prefix_request_hit_rate", 0}, {"prefix_cacheable_requests", 0}});
+  EXPECT_NE(none.find("Prefix cache hit rate (requests):        0.00%\n" + std::string(kNoPromptContent) + "\n"),
+            std::string::npos)
+      << none;
+  const std::string some = summary({{"prefix_hit_rate", 0}, {"prefix_request_hit_rate", 0}, {"prefix_cacheable_requests", 3}});
+  EXPECT_EQ(some.find("note:"), std::string::npos) << some;
+  EXPECT_EQ(summary({{"prefix_hit_rate", 0}}).find("note:"), std::string::npos);
+}
+
 // --format vllm-json has exactly the keys of `vllm bench serve --save-result` (vLLM 0.33.0,
 // benchmarks/serve.py, without --save-detailed, --percentile-metrics ttft,tpot,itl,e2el), in its
 // order, in its units, and one key of ours at the end.

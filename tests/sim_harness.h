@@ -153,6 +153,7 @@ inline MetricsOptions metrics_options(const SimOptions& o) {
   MetricsOptions mo;
   mo.max_num_seqs = o.limits.max_num_seqs;
   mo.replicas = o.replicas;
+  mo.prefix_caching = o.prefix_caching;
   return mo;
 }
 

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "analysis/report.h"
 #include "tests/cli_harness.h"
 
 namespace servesim::testing {
@@ -51,6 +52,39 @@ TEST_F(WorkloadsE2e, ConversationTurnsArriveAfterTheirParentAndReuseTheHistory) 
   alone.replace(at, std::string("share_history = true").size(), "share_history = false");
   ASSERT_EQ(sim({"--backend", "unit", "--policy", "prefix-cached", "--trace", write("alone.toml", alone)}).status, 0);
   EXPECT_GT(shared, metric("prefix_hit_rate") + 0.3);
+}
+
+// Issue 42, item 19: prefix caching on a trace of token counts (Azure's: no prompt content, no
+// block hashes) hits nothing because nothing can be shared; the summary and `sim report` say so
+// rather than let 0 % read as a finding. A trace with block hashes (Mooncake's) and a workload with
+// shared prefixes get no such note.
+TEST_F(WorkloadsE2e, PrefixCachingOnATraceOfTokenCountsSaysItsHitRateIsNoFinding) {
+  const std::string traces = std::string(SERVESIM_PROJECT_DIR) + "/tests/data/traces/";
+  const Outcome azure = sim({"--policy", "prefix-cached", "--trace", traces + "azure_conv_head.csv"});
+  ASSERT_EQ(azure.status, 0) << azure.output;
+  EXPECT_NE(azure.output.find("Prefix cache hit rate (tokens):          0.00%\n"), std::string::npos) << azure.output;
+  EXPECT_NE(azure.output.find(std::string(kNoPromptContent) + "\n"), std::string::npos) << azure.output;
+  EXPECT_EQ(metric("prefix_cacheable_requests"), 0);
+  const Outcome report = sim({"report"});
+  EXPECT_NE(report.output.find(kNoPromptContent), std::string::npos) << report.output;
+  EXPECT_NE(sim({"report", "--format", "csv"}).output.find("\nprefix_cacheable_requests,0\n"), std::string::npos);
+
+  const Outcome mooncake = sim({"--policy", "prefix-cached", "--trace", traces + "mooncake_conversation_head.jsonl"});
+  ASSERT_EQ(mooncake.status, 0) << mooncake.output;
+  EXPECT_EQ(mooncake.output.find("note:"), std::string::npos) << mooncake.output;
+  EXPECT_EQ(metric("prefix_cacheable_requests"), 20);  // every line has its hash_ids
+  EXPECT_EQ(sim({"report"}).output.find("note:"), std::string::npos);
+
+  const Outcome shared = sim({"--backend", "unit", "--policy", "prefix-cached", "--trace", "shared-prefix.toml"});
+  ASSERT_EQ(shared.status, 0) << shared.output;
+  EXPECT_EQ(shared.output.find("note:"), std::string::npos) << shared.output;
+  EXPECT_GT(metric("prefix_cacheable_requests"), 500);  // the 60 % that start with a shared prefix
+
+  // Without prefix caching there is no cache to speak of: no metric, no note.
+  const Outcome chunked = sim({"--policy", "chunked-prefill", "--trace", traces + "azure_conv_head.csv"});
+  ASSERT_EQ(chunked.status, 0) << chunked.output;
+  EXPECT_EQ(chunked.output.find("note:"), std::string::npos) << chunked.output;
+  EXPECT_EQ(query("SELECT count(*) FROM metrics WHERE name = 'prefix_cacheable_requests' AND run_id = 4"), "0");
 }
 
 // priority.toml: 20 % interactive requests (priority 0) among batch jobs, more than one A100 serves.
