@@ -8,30 +8,30 @@
 
 namespace servesim {
 
-bool interval_before(const std::pair<double, double>& a, const std::pair<double, double>& b) {
-  const uint64_t ka = double_order_key(a.first), kb = double_order_key(b.first);
-  return ka != kb ? ka < kb : a.second < b.second;
+bool interval_before(const Sojourn& a, const Sojourn& b) {
+  const uint64_t ka = double_order_key(a.due), kb = double_order_key(b.due);
+  return ka != kb ? ka < kb : a.finished != b.finished ? a.finished < b.finished : a.scheduled < b.scheduled;
 }
 
-void sort_intervals(std::vector<std::pair<double, double>>& intervals) {
+void sort_intervals(std::vector<Sojourn>& intervals) {
   // By due time in linear passes, then the few that share one by finish time.
-  std::vector<std::pair<double, double>> scratch;
+  std::vector<Sojourn> scratch;
   radix_sort(intervals.data(), intervals.size(), scratch,
-             [](const std::pair<double, double>& i) { return double_order_key(i.first); });
+             [](const Sojourn& i) { return double_order_key(i.due); });
   for (auto tie = intervals.begin(); tie != intervals.end();) {
-    const auto end = std::find_if(tie + 1, intervals.end(), [&](const auto& i) { return i.first != tie->first; });
+    const auto end = std::find_if(tie + 1, intervals.end(), [&](const auto& i) { return i.due != tie->due; });
     if (end - tie > 1) std::sort(tie, end, interval_before);
     tie = end;
   }
 }
 
-BacklogTrend backlog_trend(std::span<const std::pair<double, double>> intervals) {
+BacklogTrend backlog_trend(std::span<const Sojourn> intervals) {
   BacklogTrend t;
   if (static_cast<int64_t>(intervals.size()) < kOverloadMinRequests) return t;
   double first = std::numeric_limits<double>::infinity(), last = -first;
-  for (const auto& [due, fin] : intervals) {
-    first = std::min(first, due);
-    last = std::max(last, due);
+  for (const Sojourn& r : intervals) {
+    first = std::min(first, r.due);
+    last = std::max(last, r.due);
   }
   if (!(last > first)) return t;
   t.known = true;
@@ -42,18 +42,26 @@ BacklogTrend backlog_trend(std::span<const std::pair<double, double>> intervals)
     // Least-squares slope of N(t) on [lo, hi]: the integral of (t - c) N(t) over the integral of
     // (t - c)^2, which is length^3 / 12; each request adds the integral over its own interval.
     const double c = (lo + hi) / 2, len = hi - lo;
-    double moment = 0, arrivals = 0;
-    for (const auto& [due, fin] : intervals) {
-      if (due > lo && due <= hi) arrivals += 1;
-      const double a = std::max(due, lo), b = std::min(fin, hi);
-      if (b > a) moment += ((b - c) * (b - c) - (a - c) * (a - c)) / 2;
+    double moment = 0, queue_moment = 0, arrivals = 0;
+    // The integral of (t - c) over [a, b] within the quarter.
+    const auto part = [&](double from, double to) {
+      const double a = std::max(from, lo), b = std::min(to, hi);
+      return b > a ? ((b - c) * (b - c) - (a - c) * (a - c)) / 2 : 0.0;
+    };
+    for (const Sojourn& r : intervals) {
+      if (r.due > lo && r.due <= hi) arrivals += 1;
+      moment += part(r.due, r.finished);
+      queue_moment += part(r.due, r.scheduled);
     }
     const double growth = moment / (len * len * len / 12) * len;
-    const bool over = growth >= kOverloadGrowthShare * arrivals && growth >= kOverloadMinGrowth;
+    const double queue_growth = queue_moment / (len * len * len / 12) * len;
+    const auto grows = [&](double g) { return g >= kOverloadGrowthShare * arrivals && g >= kOverloadMinGrowth; };
+    const bool over = grows(growth) && grows(queue_growth);
     // Report the overloaded quarter with the largest share, else the largest growth.
     const bool take = over ? (!t.overloaded || growth / arrivals > t.share()) : (!t.overloaded && growth > t.growth);
     if (take) {
       t.growth = growth;
+      t.queue_growth = queue_growth;
       t.arrivals = arrivals;
       t.quarter = q;
     }

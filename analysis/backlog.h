@@ -14,32 +14,47 @@ namespace servesim {
 // fills to its working level) the outstanding count is fitted by least squares against time; the
 // fit's rise across the quarter is the backlog's growth there. The run is overloaded when in some
 // quarter the backlog grows by at least 10 % of the requests that arrived in it, and by at least 8
-// requests: completions fell at least 10 % behind arrivals for a quarter of the run. A stable
-// system's backlog keeps its level (a growth near 0, either sign); an overloaded one's grows by
-// (arrival rate - service rate) x the quarter's length. Arrival bursts that a deployment cannot
-// absorb (a trace's busy hour) count: its latencies are set by that growing queue. Runs with fewer
-// than 80 requests, or whose requests all arrive at one instant, are not judged.
+// requests: completions fell at least 10 % behind arrivals for a quarter of the run; and when the
+// queue (requests due and not yet scheduled) grows by as much in that quarter. A stable system's
+// backlog keeps its level (a growth near 0, either sign); an overloaded one's grows by (arrival
+// rate - service rate) x the quarter's length, and once its batches are full, in its queue.
+// Arrival bursts that a deployment cannot absorb (a trace's busy hour) count: its latencies are
+// set by that growing queue. The queue's part keeps a short run of long responses, whose
+// outstanding count still climbs toward its level after the first quarter (requests that stay for
+// minutes while nothing waits), from reading as overloaded. Runs with fewer than 80 requests, or
+// whose requests all arrive at one instant, are not judged.
 inline constexpr double kOverloadGrowthShare = 0.10;
 inline constexpr double kOverloadMinGrowth = 8;
 inline constexpr int64_t kOverloadMinRequests = 80;
 
+// A request's times in seconds: when it was due to be sent, first scheduled and finished
+// (infinity when it never was).
+struct Sojourn {
+  double due = 0, finished = 0, scheduled = 0;
+  bool operator==(const Sojourn&) const = default;
+  // By due time, then finish time, then scheduling.
+  bool operator<(const Sojourn& o) const {
+    return due != o.due ? due < o.due : finished != o.finished ? finished < o.finished : scheduled < o.scheduled;
+  }
+};
+
 struct BacklogTrend {
   bool known = false;     // enough requests over a span of time to judge
   double growth = 0;      // requests: the largest quarter's fitted rise (of quarters 2-4)
+  double queue_growth = 0;  // requests: the queue's fitted rise in that quarter
   double arrivals = 0;    // requests that arrived in that quarter
   int quarter = 0;        // 2, 3 or 4
   double share() const { return arrivals > 0 ? growth / arrivals : 0; }
   bool overloaded = false;
 };
 
-// The order backlog_trend's sums take the intervals in, so that its result does not depend on the
-// order requests settled in: by due time, then finish time (as pairs compare; no NaN).
-bool interval_before(const std::pair<double, double>& a, const std::pair<double, double>& b);
-// Sorts intervals in that order, in place.
-void sort_intervals(std::vector<std::pair<double, double>>& intervals);
+// The order backlog_trend's sums take the requests in, so that its result does not depend on the
+// order requests settled in: Sojourn's (no NaN).
+bool interval_before(const Sojourn& a, const Sojourn& b);
+// Sorts them in that order, in place.
+void sort_intervals(std::vector<Sojourn>& intervals);
 
-// The trend of outstanding requests from (due, finished) times in seconds (finished = inf for a
-// request that never finished), as described above.
-BacklogTrend backlog_trend(std::span<const std::pair<double, double>> intervals);
+// The trend of outstanding and queued requests, as described above.
+BacklogTrend backlog_trend(std::span<const Sojourn> intervals);
 
 }  // namespace servesim

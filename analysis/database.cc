@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <mutex>
+#include <random>
 #include <string_view>
 #include <vector>
 
@@ -40,7 +42,7 @@ const std::array<TableSchema, 9>& schema() {
         {"version", "TEXT", 1}, {"wall_seconds", "REAL", 1}, {"error", "TEXT", 1},
         {"host", "TEXT", 2}, {"pid", "INTEGER", 2}, {"replicas", "INTEGER", 3},
         {"tp", "INTEGER", 3}, {"gpus", "INTEGER", 3}, {"overloaded", "INTEGER", 3},
-        {"sweep_id", "INTEGER", 3}},
+        {"sweep_id", "INTEGER", 3}, {"uid", "TEXT", 7}},
        "", 1, false},
       {"requests",
        {{"run_id", "INTEGER", 1}, {"id", "TEXT", 1}, {"replica", "INTEGER", 1},
@@ -64,7 +66,7 @@ const std::array<TableSchema, 9>& schema() {
         {"started_at", "TEXT", 3}, {"finished_at", "TEXT", 3}, {"status", "TEXT", 3},
         {"spec", "TEXT", 3}, {"keys", "TEXT", 3}, {"points", "INTEGER", 3},
         {"answer", "TEXT", 3}, {"host", "TEXT", 3}, {"pid", "INTEGER", 3},
-        {"resumed_at", "TEXT", 7}},
+        {"resumed_at", "TEXT", 7}, {"shard", "TEXT", 7}},
        "", 3, false},
       {"sweep_points",
        {{"sweep_id", "INTEGER", 3}, {"point", "INTEGER", 3}, {"run_id", "INTEGER", 3},
@@ -155,6 +157,16 @@ std::string this_host() {
   return name;
 }
 
+std::string random_uid() {
+  // The run's identity across databases, like its start time one of its own, not of its inputs.
+  static std::mutex mutex;
+  static std::random_device device;
+  std::lock_guard<std::mutex> lock(mutex);
+  char buf[33];
+  for (int i = 0; i < 4; ++i) std::snprintf(buf + 8 * i, 9, "%08x", static_cast<unsigned>(device()));
+  return buf;
+}
+
 std::string utc_now_iso8601() {
   const auto now = std::chrono::system_clock::now();
   const std::time_t secs = std::chrono::system_clock::to_time_t(now);
@@ -178,6 +190,10 @@ Result<std::unique_ptr<Database>> Database::open(const std::string& path,
   // ":memory:" is SQLite's database that lives in this connection only (`sim validate
   // --vllm-result` without --db): no file is created.
   const bool in_memory = path == kInMemoryDatabase;
+  // A device, a directory or a pipe is no database (SQLite would make PATH-journal beside it).
+  if (!in_memory && std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec)) {
+    return Error{path + " is not a regular file (a device, a directory or a pipe): give a file for the database"};
+  }
   if (const int fd = in_memory ? -1 : ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644); fd >= 0) {
     ::close(fd);
     created = true;
@@ -371,8 +387,8 @@ Status Database::check_schema(bool create) {
 Result<int64_t> Database::begin_run(const RunInfo& info) {
   static constexpr const char* kSql =
       "INSERT INTO runs(name, started_at, status, policy, backend, hardware, model, workload, "
-      "config, seed, version, host, pid, replicas, tp, gpus, sweep_id) "
-      "VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+      "config, seed, version, host, pid, replicas, tp, gpus, sweep_id, uid) "
+      "VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
   sqlite3_stmt* stmt = nullptr;
   if (sqlite3_prepare_v2(db_, kSql, -1, &stmt, nullptr) != SQLITE_OK) {
     return Error{error_message()};
@@ -403,6 +419,8 @@ Result<int64_t> Database::begin_run(const RunInfo& info) {
   } else {
     sqlite3_bind_null(stmt, 16);
   }
+  const std::string uid = random_uid();
+  bind_text_or_null(stmt, 17, uid);
   if (sqlite3_step(stmt) != SQLITE_DONE) {
     Error error{error_message()};
     sqlite3_finalize(stmt);

@@ -52,7 +52,9 @@ namespace servesim {
 // when the KV was ready (first token), when the decode replica took blocks for it, when its bytes
 // started moving and when they arrived (seconds).
 // 7: sweeps.resumed_at: when `sim sweep --resume` last took the sweep over (its host and pid then
-// name the resuming process), so that a resume is refused while another process still runs it.
+// name the resuming process), so that a resume is refused while another process still runs it;
+// sweeps.shard: "I/N" for a sweep run with --shard I/N (NULL: every point), which a resume keeps;
+// runs.uid: a random 128-bit id of the run, which identifies it across databases (sim merge).
 inline constexpr int kSchemaVersion = 7;
 
 // This machine's host name (gethostname), for runs.host.
@@ -130,6 +132,9 @@ class Database {
   bool read_only_;
   std::unique_ptr<DiskReserve> reserve_;  // writable files only
 };
+
+// 32 random hex digits: a run's uid.
+std::string random_uid();
 
 // The current UTC time as ISO-8601 text with milliseconds, e.g. "2025-01-31T14:03:07.250Z".
 std::string utc_now_iso8601();

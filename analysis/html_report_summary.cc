@@ -96,7 +96,9 @@ std::string deployment(const ReportRun& r) {
   std::string out = std::to_string(r.replicas) + (r.replicas == 1 ? " replica" : " replicas");
   if (r.unit()) return out;
   const double gpus = r.metric("gpus").value_or(static_cast<double>(r.replicas) * r.tp);
-  return out + " \u00d7 tp " + std::to_string(r.tp) + " = " + format_number(gpus) + " GPUs";
+  const std::optional<double> nodes = r.metric("nodes");
+  return out + " \u00d7 tp " + std::to_string(r.tp) + " = " + format_number(gpus) + " GPUs" +
+         (nodes ? " (" + format_number(*nodes) + (*nodes == 1 ? " node)" : " nodes)") : "");
 }
 
 std::string kv_cache(const ReportRun& r) {
@@ -237,6 +239,13 @@ std::vector<Table> summary_tables(const std::vector<ReportRun>& runs) {
     });
   }
   metrics.footnote = "As `vllm bench serve` defines them; `sim report` prints the same.";
+  for (const ReportRun& r : runs) {
+    // A cache over prompts that name no content cannot hit: its hit rate is not a finding.
+    if (r.metric("prefix_cacheable_requests") == 0.0) {
+      metrics.footnote += " Run " + std::to_string(r.id) + ": no prompt has content ids or block hashes, so none "
+                          "can share a prefix: its prefix cache hit rate is not a finding.";
+    }
+  }
   if (runs.size() > 1) {
     const std::string first = std::to_string(runs.front().id);
     metrics.footnote += " In parentheses: the difference from run " + first +

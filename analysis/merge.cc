@@ -55,21 +55,25 @@ int64_t count(Database& db, const char* sql) {
 }
 
 // temp.run_map(old, new, fresh): each source run's id in the target. A run the target has already
-// (the same started_at, host, pid, name and config) maps to that copy (fresh = 0); the others get
-// new ids after the target's, in the source's order (fresh = 1).
+// maps to that copy (fresh = 0): the same uid, or, for runs written before runs had one, the same
+// started_at, host, pid, name and config. The others get new ids after the target's, in the
+// source's order (fresh = 1).
 Status map_runs(Database& db) {
-  return db.exec(
+  const std::string uid = contains(columns(db, "runs", "src"), "uid") ? "r.uid" : "NULL";
+  const std::string sql =
       "DROP TABLE IF EXISTS temp.run_map; DROP TABLE IF EXISTS temp.known; DROP TABLE IF EXISTS temp.fresh;"
       "CREATE TEMP TABLE run_map(old INTEGER PRIMARY KEY, new INTEGER, fresh INTEGER);"
-      "CREATE TEMP TABLE known AS SELECT id, started_at, host, pid, name, config FROM main.runs;"
-      "CREATE INDEX temp.known_started ON known(started_at);"
-      "INSERT INTO run_map SELECT r.id, (SELECT k.id FROM known k WHERE k.started_at IS r.started_at AND "
-      "k.host IS r.host AND k.pid IS r.pid AND k.name IS r.name AND k.config IS r.config ORDER BY k.id LIMIT 1), 0 "
-      "FROM src.runs r;"
+      "CREATE TEMP TABLE known AS SELECT id, uid, started_at, host, pid, name, config FROM main.runs;"
+      "CREATE INDEX temp.known_started ON known(started_at); CREATE INDEX temp.known_uid ON known(uid);"
+      "INSERT INTO run_map SELECT r.id, CASE WHEN " + uid + " IS NOT NULL THEN (SELECT k.id FROM known k WHERE k.uid = " +
+      uid + " ORDER BY k.id LIMIT 1) ELSE (SELECT k.id FROM known k WHERE k.uid IS NULL AND k.started_at IS "
+      "r.started_at AND k.host IS r.host AND k.pid IS r.pid AND k.name IS r.name AND k.config IS r.config ORDER BY "
+      "k.id LIMIT 1) END, 0 FROM src.runs r;"
       "CREATE TEMP TABLE fresh(old INTEGER PRIMARY KEY, k INTEGER);"
       "INSERT INTO fresh SELECT old, row_number() OVER (ORDER BY old) FROM run_map WHERE new IS NULL;"
       "UPDATE run_map SET fresh = 1, new = (SELECT ifnull(max(id), 0) FROM main.runs) + "
-      "(SELECT k FROM fresh WHERE fresh.old = run_map.old) WHERE new IS NULL;");
+      "(SELECT k FROM fresh WHERE fresh.old = run_map.old) WHERE new IS NULL;";
+  return db.exec(sql.c_str());
 }
 
 // Copies the fresh runs and the rows of every table that names them.
@@ -144,7 +148,12 @@ Status map_sweeps(Database& db, int64_t& added) {
             ", last_insert_rowid());";
       ++added;
     } else {
-      sql = "INSERT INTO temp.sweep_map VALUES (" + old + ", " + std::to_string(target.value()) + ");";
+      // Joined with another shard of the grid: the sweep now holds more than either shard.
+      const std::string src_shard =
+          contains(columns(db, "sweeps", "src"), "shard") ? "(SELECT shard FROM src.sweeps WHERE id = " + old + ")" : "NULL";
+      sql = "INSERT INTO temp.sweep_map VALUES (" + old + ", " + std::to_string(target.value()) + ");" +
+            "UPDATE main.sweeps SET shard = NULL WHERE id = " + std::to_string(target.value()) + " AND shard IS NOT " +
+            src_shard + ";";
     }
     if (Status s = db.exec(sql.c_str()); !s.ok()) return s;
   }
@@ -208,6 +217,18 @@ Status check_sources(const std::vector<std::string>& sources, const std::string&
     }
     auto check = Database::open_read_only(s);  // a servesim database, of any schema version
     if (!check.ok()) return check.error();
+    // A damaged source is said before anything is written, by its own name.
+    std::vector<std::string> result;
+    sqlite3_stmt* st = nullptr;
+    if (sqlite3_prepare_v2(check.value()->handle(), "PRAGMA quick_check", -1, &st, nullptr) == SQLITE_OK) {
+      while (sqlite3_step(st) == SQLITE_ROW) result.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(st, 0)));
+    }
+    const bool readable = st != nullptr;
+    sqlite3_finalize(st);
+    if (!readable || result.empty() || result.front() != "ok") {
+      return Error{s + " is damaged (" + (result.empty() ? check.value()->error_message() : result.front()) +
+                   "): nothing was merged; restore it, or merge the others"};
+    }
   }
   return Ok{};
 }

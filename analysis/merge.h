@@ -3,9 +3,10 @@
 // target; every row that names a run follows it (requests, iterations, timeline, metrics,
 // distributions, transfers, batch_items, sweep_points).
 //
-// The merge is idempotent: a run already in the target (the same start time, host, process, name
-// and configuration: a merge run again, or a database merged twice by two routes) is not copied
-// again, so a merge that stopped part-way is finished by running it again. Each source goes in
+// The merge is idempotent: a run already in the target (the same uid, runs.uid; for runs written
+// before runs had one, the same start time, host, process, name and configuration: a merge run
+// again, or a database merged twice by two routes) is not copied again, so a merge that stopped
+// part-way is finished by running it again. Each source goes in
 // one transaction: a source whose merge fails or is interrupted leaves nothing of itself behind.
 //
 // A sweep of a source joins a sweep of the target with the same kind, definition (sweeps.spec) and

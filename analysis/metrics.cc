@@ -184,8 +184,9 @@ void MetricsAccumulator::on_request(const Request& r) {
   const bool finished = r.status == RequestStatus::kDone && r.finished >= 0;
   if (r.replica >= 0) {
     const Time due = r.due >= 0 ? r.due : r.arrival;
-    outstanding_.emplace_back(to_seconds(due), finished ? to_seconds(r.finished)
-                                                        : std::numeric_limits<double>::infinity());
+    constexpr double kNotYet = std::numeric_limits<double>::infinity();
+    outstanding_.push_back({to_seconds(due), finished ? to_seconds(r.finished) : kNotYet,
+                            r.scheduled >= 0 ? to_seconds(r.scheduled) : kNotYet});
   }
   if (!finished) return;  // unfinished (interrupted run)
   ++completed_;

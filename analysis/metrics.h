@@ -172,7 +172,7 @@ class MetricsAccumulator : public Recorder {
 
   bool shard_ = false;
   // The samples (their order carries nothing, and compute() sorts them in place):
-  mutable std::vector<std::pair<double, double>> outstanding_;  // (due, finished) of sent requests, s
+  mutable std::vector<Sojourn> outstanding_;  // (due, finished, scheduled) of sent requests, s
   int64_t input_tokens_ = 0, output_tokens_ = 0;
   int64_t cached_tokens_ = 0, cache_hits_ = 0;  // prompt tokens from the prefix cache; requests with any
   int64_t cacheable_ = 0;  // requests whose prompt names its content (prefix_cacheable_requests)

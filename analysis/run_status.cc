@@ -42,12 +42,22 @@ int64_t process_start(int64_t pid) {
   return btime + std::stoll(field) / ticks;
 }
 
+// Whether process `pid` has exited and waits to be reaped (state Z in /proc/PID/stat): alive to
+// kill(), gone to anyone who asks whether it still runs.
+bool is_zombie(int64_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const size_t close = text.rfind(')');
+  return close != std::string::npos && close + 2 < text.size() && text[close + 2] == 'Z';
+}
+
 }  // namespace
 
 std::string abandoned_reason(const std::string& host, int64_t pid, const std::string& started_at) {
   if (host.empty() || pid <= 0 || host != this_host()) return "";  // another machine: cannot look
   const std::string who = "process " + std::to_string(pid) + " on " + host;
   if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) return who + " is gone";
+  if (is_zombie(pid)) return who + " has ended";
   const int64_t started = parse_utc(started_at), process = process_start(pid);
   if (started >= 0 && process >= 0 && process > started + 2) {
     return who + " is gone (the pid now belongs to a process started later)";

@@ -80,24 +80,29 @@ Result<Slo> parse_slo(const std::string& token) {
     slo.metric = what + "_" + stat;
   }
   const bool time = is_latency(slo);
+  // The number (decimal digits, a point, an exponent) and its unit after it.
+  const size_t unit_at = value.find_first_not_of("0123456789.eE+-");
+  const std::string number = value.substr(0, unit_at), unit = unit_at == std::string::npos ? "" : value.substr(unit_at);
   double scale = 1;
-  if (time && value.size() > 2 && value.compare(value.size() - 2, 2, "ms") == 0) {
-    scale = 1e-3;
-    slo.unit = "ms";
-    value.resize(value.size() - 2);
-  } else if (time && value.size() > 1 && value.back() == 's') {
-    value.pop_back();
-  } else if (time) {
-    // A bare number is not read as seconds: 2 could mean 2 s or 2 ms.
-    return Error{quoted + ": give the unit: " + (value.empty() ? "2" : value) + "s or " +
-                 (value.empty() ? "2" : value) + "ms"};
-  } else if (!value.empty() && value.back() == '%') {
+  if (time) {
+    if (unit.empty()) {
+      // A bare number is not read as seconds: 2 could mean 2 s or 2 ms.
+      const std::string n = number.empty() ? "2" : number;
+      return Error{quoted + ": give the unit: " + n + "s or " + n + "ms"};
+    }
+    if (unit != "s" && unit != "ms") {
+      return Error{quoted + ": unknown unit '" + unit + "': give s or ms, e.g. 2s or 150ms"};
+    }
+    slo.unit = unit;
+    scale = unit == "ms" ? 1e-3 : 1;
+  } else if (unit == "%") {
     scale = 0.01;
-    value.pop_back();
+  } else if (!unit.empty()) {
+    return Error{quoted + ": expected a fraction in [0, 1], e.g. 0.99 or 99%, got '" + value + "'"};
   }
   char* end = nullptr;
-  const double v = std::strtod(value.c_str(), &end);
-  if (value.empty() || end != value.c_str() + value.size() || !std::isfinite(v) || v < 0 || (time && v == 0)) {
+  const double v = std::strtod(number.c_str(), &end);
+  if (number.empty() || end != number.c_str() + number.size() || !std::isfinite(v) || v < 0 || (time && v == 0)) {
     return Error{quoted + ": expected " +
                  (time ? std::string("a time > 0 with s or ms, e.g. 2s or 150ms")
                        : std::string("a fraction in [0, 1], e.g. 0.99 or 99%"))};

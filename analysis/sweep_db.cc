@@ -70,6 +70,19 @@ std::string column_text(sqlite3_stmt* s, int i) {
   return t != nullptr ? reinterpret_cast<const char*>(t) : "";
 }
 
+// Steps a write; on a full disk, once more after giving back the room the connection keeps for
+// this (analysis/disk_reserve.h): a sweep's point and end are what a resume needs.
+Status step_with_room(Database& db, sqlite3_stmt* st) {
+  int rc = sqlite3_step(st);
+  if ((rc & 0xff) == SQLITE_FULL && db.release_reserve()) {
+    sqlite3_reset(st);
+    rc = sqlite3_step(st);
+  }
+  if (rc == SQLITE_DONE) return Ok{};
+  const int code = sqlite3_errcode(db.handle()) & 0xff;
+  return Error{db.error_message(), code == SQLITE_FULL || code == SQLITE_IOERR};
+}
+
 // Whether `table` has `column` (a database of an older schema, read as it is, may not).
 bool has_column(Database& db, const char* table, const char* column) {
   Statement st;
@@ -122,8 +135,8 @@ Result<int64_t> begin_sweep(Database& db, const SweepInfo& info) {
   if (Status s = add_point_columns(db, info.keys); !s.ok()) return s.error();
   Statement st;
   static constexpr const char* kSql =
-      "INSERT INTO sweeps(name, kind, started_at, status, spec, keys, points, host, pid) "
-      "VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?)";
+      "INSERT INTO sweeps(name, kind, started_at, status, spec, keys, points, host, pid, shard) "
+      "VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?)";
   if (sqlite3_prepare_v2(db.handle(), kSql, -1, &st.s, nullptr) != SQLITE_OK) {
     return Error{db.error_message()};
   }
@@ -135,6 +148,7 @@ Result<int64_t> begin_sweep(Database& db, const SweepInfo& info) {
   sqlite3_bind_int64(st.s, 6, info.points);
   bind_text(st.s, 7, this_host());
   sqlite3_bind_int64(st.s, 8, static_cast<sqlite3_int64>(::getpid()));
+  bind_text(st.s, 9, info.shard);
   if (sqlite3_step(st.s) != SQLITE_DONE) return Error{db.error_message()};
   return static_cast<int64_t>(sqlite3_last_insert_rowid(db.handle()));
 }
@@ -162,8 +176,7 @@ Status record_point(Database& db, int64_t sweep_id, const std::vector<std::strin
   for (size_t i = 0; i < keys.size(); ++i) {
     bind_node(st.s, static_cast<int>(6 + i), i < row.values.size() ? row.values[i] : nullptr);
   }
-  if (sqlite3_step(st.s) != SQLITE_DONE) return Error{db.error_message()};
-  return Ok{};
+  return step_with_room(db, st.s);
 }
 
 Status end_sweep(Database& db, int64_t sweep_id, const std::string& status, const std::string& answer) {
@@ -177,15 +190,14 @@ Status end_sweep(Database& db, int64_t sweep_id, const std::string& status, cons
   bind_text(st.s, 2, utc_now_iso8601());
   bind_text(st.s, 3, answer);
   sqlite3_bind_int64(st.s, 4, sweep_id);
-  if (sqlite3_step(st.s) != SQLITE_DONE) return Error{db.error_message()};
-  return Ok{};
+  return step_with_room(db, st.s);
 }
 
 Result<StoredSweep> read_sweep(Database& db, std::optional<int64_t> id) {
   Statement st;
   const std::string sql =
       "SELECT id, name, kind, status, spec, answer, keys, points, host, pid, started_at, " +
-      std::string(has_column(db, "sweeps", "resumed_at") ? "resumed_at" : "NULL") + " FROM sweeps " +
+      std::string(has_column(db, "sweeps", "resumed_at") ? "resumed_at, shard" : "NULL, NULL") + " FROM sweeps " +
       std::string(id ? "WHERE id = ?" : "ORDER BY id DESC LIMIT 1");
   if (sqlite3_prepare_v2(db.handle(), sql.c_str(), -1, &st.s, nullptr) != SQLITE_OK) {
     return Error{db.error_message()};
@@ -214,8 +226,43 @@ Result<StoredSweep> read_sweep(Database& db, std::optional<int64_t> id) {
   s.pid = sqlite3_column_int64(st.s, 9);
   s.started_at = column_text(st.s, 10);
   s.resumed_at = column_text(st.s, 11);
+  s.shard = column_text(st.s, 12);
   return s;
 }
+
+namespace {
+
+// The runs of sweep `id` still recorded as running whose process is gone (a full disk, a kill)
+// end failed, saying so: the points they stood for are run again.
+Status settle_abandoned_runs(Database& db, int64_t id) {
+  std::vector<std::pair<int64_t, std::string>> gone;
+  {
+    Statement st;
+    if (sqlite3_prepare_v2(db.handle(),
+                           "SELECT id, host, pid, started_at FROM runs WHERE sweep_id = ? AND status = 'running'", -1,
+                           &st.s, nullptr) != SQLITE_OK) {
+      return Error{db.error_message()};
+    }
+    sqlite3_bind_int64(st.s, 1, id);
+    while (sqlite3_step(st.s) == SQLITE_ROW) {
+      const std::string why = abandoned_reason(column_text(st.s, 1), sqlite3_column_int64(st.s, 2), column_text(st.s, 3));
+      if (!why.empty()) gone.emplace_back(sqlite3_column_int64(st.s, 0), why);
+    }
+  }
+  for (const auto& [run, why] : gone) {
+    Statement st;
+    if (sqlite3_prepare_v2(db.handle(), "UPDATE runs SET status = 'failed', error = ? WHERE id = ?", -1, &st.s,
+                           nullptr) != SQLITE_OK) {
+      return Error{db.error_message()};
+    }
+    bind_text(st.s, 1, "abandoned: " + why + " before the run ended");
+    sqlite3_bind_int64(st.s, 2, run);
+    if (Status s = step_with_room(db, st.s); !s.ok()) return s;
+  }
+  return Ok{};
+}
+
+}  // namespace
 
 Status claim_sweep(Database& db, int64_t id) {
   if (Status s = db.exec("BEGIN IMMEDIATE"); !s.ok()) return s;
@@ -229,6 +276,7 @@ Status claim_sweep(Database& db, int64_t id) {
                    " on " + w.host + " (since " + since + ") runs its points; resume it once that process " +
                    "has ended (stop it with kill -INT " + std::to_string(w.pid) + ")"};
     }
+    if (Status s = settle_abandoned_runs(db, id); !s.ok()) return s;
     Statement st;
     static constexpr const char* kSql =
         "UPDATE sweeps SET status = 'running', finished_at = NULL, host = ?, pid = ?, resumed_at = ? WHERE id = ?";

@@ -6,12 +6,13 @@
 //     JOIN metrics m ON m.run_id = p.run_id AND m.name = 'ttft_p99' WHERE p.sweep_id = 1;
 //
 //   sweeps(id, name, kind, started_at, finished_at, status, spec, keys, points, answer, host, pid,
-//          resumed_at)
+//          resumed_at, shard)
 //     kind: sweep | search | seeds (`sim --seeds N`: a grid over seed alone); status: running |
 //     done | interrupted | failed; spec: the sweep's
 //     definition as TOML (what --resume reruns); keys: the swept keys, comma-separated, in order;
 //     points: how many points the grid has; answer: a search's answer in one line; host, pid: the
-//     process that runs it (the last to resume it, at resumed_at)
+//     process that runs it (the last to resume it, at resumed_at); shard: "I/N" when it runs the
+//     points p with p % N == I only (sim sweep --shard), NULL for all (a merge of every shard)
 //   sweep_points(sweep_id, point, run_id, status, error, <one column per swept key>)
 //     point: the index in the grid (0-based, the last key varying fastest); run_id: NULL when the
 //     point could not start (its error says why); status: done | failed | interrupted
@@ -33,6 +34,7 @@ struct SweepInfo {
   std::string name{}, kind = "sweep", spec{};
   std::vector<std::string> keys{};
   int64_t points = 0;
+  std::string shard{};  // "I/N" for a sweep of the points p with p % N == I; "": every point
 };
 
 // Inserts the sweeps row (status running) and adds a sweep_points column for each key that has none.
@@ -62,6 +64,7 @@ struct StoredSweep {
   int64_t points = 0;
   std::string host, started_at, resumed_at;
   int64_t pid = 0;
+  std::string shard;  // "I/N", or "" for every point
 };
 
 // The sweeps row `id` (nullopt: the latest); errors name the ids that exist.

@@ -1,5 +1,7 @@
 // The `sim` executable: dispatches to `run` (the default), `report`, `list`, `validate`,
 // `calibrate` and `probe`.
+#include <unistd.h>
+
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -207,10 +209,27 @@ std::string close_stdout() {
 
 }  // namespace
 
+namespace {
+
+// SIGINT, SIGTERM and SIGHUP outside a run, a sweep, a search or a merge (which stop cleanly with
+// what they wrote: sim/stop_signals.h): the commands that only read or compute (report
+// --bootstrap, probe, calibrate) end at once, with a word and exit status 130, as a stopped run
+// does. Their output files are written whole or not at all (sim/output_file.h).
+extern "C" void on_stop_outside_a_run(int sig) {
+  static const char kNote[] = "sim: stopped by a signal before it finished; nothing was written\n";
+  const ssize_t ignored = ::write(STDERR_FILENO, kNote, sizeof kNote - 1);
+  (void)ignored;
+  (void)sig;
+  ::_exit(servesim::kExitInterrupted);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   // A write past `ulimit -f` fails with EFBIG through each writer's own error path (a message, a
   // failed run, exit 1) instead of SIGXFSZ killing the process with no word.
   std::signal(SIGXFSZ, SIG_IGN);
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, on_stop_outside_a_run);
   std::vector<std::string> args(argv + 1, argv + argc);
   int status = servesim::sim_main(args, std::cout, std::cerr);
   // What went to standard output is part of the result: a full disk behind it (`sim list runs >

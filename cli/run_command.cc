@@ -1,5 +1,6 @@
 // `sim run`: the configuration from --config, the flags and --set, run by run_configuration()
 // (runner/run.h, which checks all input before the run's row is written), then the summary.
+#include <algorithm>
 #include <unistd.h>
 
 #include <iostream>
@@ -154,7 +155,13 @@ Status apply_flags(const po::variables_map& vm, toml::table& table) {
     if (!s.ok()) return Error{"--" + std::string(flag) + ": " + s.error().message};
   }
   if (vm.count("goodput") != 0) {
+    std::vector<std::string> seen;
     for (const std::string& token : vm["goodput"].as<std::vector<std::string>>()) {
+      const std::string name = token.substr(0, token.find(':'));
+      if (std::find(seen.begin(), seen.end(), name) != seen.end()) {
+        return Error{"--goodput '" + token + "': " + name + " is given twice; give each SLO once"};
+      }
+      seen.push_back(name);
       if (Status s = apply_goodput_token(token, table); !s.ok()) return s;
     }
   }

@@ -164,6 +164,17 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
     return bad("--request-rate: the rate search chooses the rate; give a --grid to find the cheapest "
                "configuration for that rate");
   }
+  {
+    // The files it names, by absolute path (a probe run on another machine, or from another
+    // folder, finds the same ones); and the fixed values the grid replaces, said.
+    SweepSpec files{spec.name, "summary", std::move(spec.fixed), std::move(spec.grid)};
+    absolutize_paths(files, "");
+    for (const std::string& key : overridden_keys(files)) {
+      err << "sim search: note: the grid replaces " << key << " of the fixed configuration in every probe\n";
+    }
+    spec.fixed = std::move(files.fixed);
+    spec.grid = std::move(files.grid);
+  }
   if (Status s = check_search(spec); !s.ok()) return bad(s.error().message);
   SearchOptions options;
   options.jobs = vm.count("jobs") ? vm["jobs"].as<int>() : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

@@ -49,6 +49,13 @@ void merge_into(toml::table& base, const toml::table& over) {
   }
 }
 
+// Says which fixed values the grid replaces (a --tp beside --grid tp, a [fixed] key in [grid]).
+void note_overridden_keys(const SweepSpec& spec, std::ostream& err) {
+  for (const std::string& key : overridden_keys(spec)) {
+    err << "sim sweep: note: the grid replaces " << key << " of the fixed configuration in every point\n";
+  }
+}
+
 Result<std::pair<int64_t, int64_t>> parse_shard(const std::string& s) {
   const size_t slash = s.find('/');
   char* end = nullptr;
@@ -110,6 +117,15 @@ int sweep_command(const std::vector<std::string>& args, std::ostream& out, std::
   SweepSpec spec;
   if (vm.count("resume")) {
     if (vm.count("grid") || vm.count("file")) return bad("--resume reruns a stored sweep; it takes no grid or sweep file");
+    // Every run option would be dropped: the stored definition is what resumes.
+    const po::options_description run = run_options();
+    for (const auto& option : run.options()) {
+      const std::string name = option->long_name();
+      if (name != "db" && name != "help" && name != "quiet" && vm.count(name) != 0) {
+        return bad("--resume reruns the sweep as it was defined; it takes no run options (--" + name +
+                   "): start a new sweep for another configuration");
+      }
+    }
     const std::string db_path = vm.count("db") ? vm["db"].as<std::string>() : RunConfig{}.db;
     auto db = Database::open_read_only(db_path);
     if (!db.ok()) return bad(db.error().message);
@@ -147,6 +163,8 @@ int sweep_command(const std::vector<std::string>& args, std::ostream& out, std::
         if (Status s = add_grid_flag(spec, std::move(axis).value()); !s.ok()) return bad(s.error().message);
       }
     }
+    absolutize_paths(spec, "");  // a resume from another folder runs the same files
+    note_overridden_keys(spec, err);
   }
   if (Status s = check_sweep(spec); !s.ok()) return bad(s.error().message);
   if (vm.count("dry-run")) {
@@ -179,7 +197,11 @@ int sweep_command(const std::vector<std::string>& args, std::ostream& out, std::
   };
   Result<SweepResult> ran = run_sweep(spec, options);
   if (tty) err << "\r" << std::string(60, ' ') << "\r";
-  if (!ran.ok()) return bad(ran.error().message);
+  if (!ran.ok()) {
+    if (!ran.error().storage) return bad(ran.error().message);
+    err << "sim sweep: " << ran.error().message << "\n";  // a full disk: not the input's fault
+    return kExitFailed;
+  }
   const SweepResult& r = ran.value();
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (Status s = print_sweep_report(r.db_path, r.sweep_id, ReportFormat::kText, out); !s.ok()) {
@@ -195,7 +217,8 @@ int sweep_command(const std::vector<std::string>& args, std::ostream& out, std::
                 static_cast<long long>(failed), static_cast<long long>(interrupted));
   out << line << (r.skipped ? "; " + std::to_string(r.skipped) + " skipped (done already, or other shards)" : "")
       << ". Sweep " << r.sweep_id << " in " << r.db_path << "\n";
-  const std::string resume = "sim sweep --resume " + std::to_string(r.sweep_id) + " --db " + r.db_path;
+  const std::string resume = "sim sweep --resume " + std::to_string(r.sweep_id) + " --db " + r.db_path +
+                             (r.shard.empty() ? "" : " --shard " + r.shard);
   if (!r.storage_error.empty()) {
     err << "sim sweep: " << r.storage_error << "\nsim sweep: the points not written are to be run again: make room, "
         << "then: " << resume << "\n";

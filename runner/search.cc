@@ -454,8 +454,8 @@ Status check_search(const SearchSpec& spec) {
     }
   }
   if (!(spec.precision > 0 && spec.precision < 1)) return Error{"--precision: expected a fraction in (0, 1)"};
-  if (!(spec.start_rate > 0 && spec.start_rate < spec.max_rate)) {
-    return Error{"--start-rate: expected a rate > 0 and below " + rate_text(spec.max_rate) +
+  if (!(spec.start_rate >= 1e-6 && spec.start_rate < spec.max_rate)) {  // the search halves down to 1e-6
+    return Error{"--start-rate: expected a rate from 1e-06 to below " + rate_text(spec.max_rate) +
                  " requests per second, got " + rate_text(spec.start_rate)};
   }
   SweepSpec sweep;

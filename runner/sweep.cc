@@ -1,6 +1,7 @@
 #include "runner/sweep.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <mutex>
 #include <optional>
 #include <sstream>
@@ -261,7 +262,77 @@ Result<SweepSpec> load_sweep_file(const std::string& path) {
   if (!text.ok()) return text.error();
   Result<toml::table> parsed = parse_toml(text.value(), path);
   if (!parsed.ok()) return parsed.error();
-  return spec_from_table(parsed.value(), path);
+  Result<SweepSpec> spec = spec_from_table(parsed.value(), path);
+  // Its files are found beside it first, as a workload file's [replay] path is.
+  if (spec.ok()) absolutize_paths(spec.value(), std::filesystem::path(path).parent_path().string());
+  return spec;
+}
+
+namespace {
+
+// Whether a configuration key's value names a file (or a preset, which stays as it is named).
+bool names_a_file(const std::string& key) {
+  const auto ends_with = [&](std::string_view tail) {
+    return key.size() >= tail.size() && key.compare(key.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  return key == "trace" || key == "hardware" || key == "model" || key == "engine.weights" ||
+         (key.rfind("replicas[", 0) == 0 && ends_with(".hardware"));
+}
+
+// `node`'s string made absolute when it is a relative path to a file under `base`.
+void absolutize(toml::node* node, const std::filesystem::path& base) {
+  auto* s = node != nullptr ? node->as_string() : nullptr;
+  if (s == nullptr || s->get().empty()) return;
+  const std::filesystem::path p(s->get());
+  std::error_code ec;
+  if (p.is_absolute() || !std::filesystem::is_regular_file(base / p, ec)) return;
+  *s = std::filesystem::absolute(base / p, ec).lexically_normal().string();
+}
+
+}  // namespace
+
+std::vector<std::string> overridden_keys(const SweepSpec& spec) {
+  std::vector<std::string> out;
+  for (const std::string& key : spec.keys()) {
+    // Walk the fixed configuration along the key's dotted parts ("replicas[1].count" too).
+    const toml::node* at = &static_cast<const toml::node&>(spec.fixed);
+    std::string_view rest = key;
+    while (at != nullptr && !rest.empty()) {
+      const size_t dot = rest.find('.');
+      std::string_view part = rest.substr(0, dot);
+      rest = dot == std::string_view::npos ? std::string_view() : rest.substr(dot + 1);
+      const size_t open = part.find('[');
+      const toml::table* t = at->as_table();
+      at = t != nullptr ? t->get(part.substr(0, open)) : nullptr;
+      if (at != nullptr && open != std::string_view::npos) {
+        const toml::array* a = at->as_array();
+        const size_t index = static_cast<size_t>(std::strtoull(std::string(part.substr(open + 1)).c_str(), nullptr, 10));
+        at = a != nullptr ? a->get(index) : nullptr;
+      }
+    }
+    if (at != nullptr && !at->is_table() && !at->is_array()) out.push_back(key + " = " + describe_value(*at));
+  }
+  return out;
+}
+
+void absolutize_paths(SweepSpec& spec, const std::string& base_dir) {
+  const std::filesystem::path base = base_dir.empty() ? std::filesystem::path(".") : std::filesystem::path(base_dir);
+  for (const char* key : {"trace", "hardware", "model"}) absolutize(spec.fixed.get(key), base);
+  if (toml::table* engine = spec.fixed.get_as<toml::table>("engine")) absolutize(engine->get("weights"), base);
+  if (toml::array* groups = spec.fixed.get_as<toml::array>("replicas")) {
+    for (toml::node& g : *groups) {
+      if (toml::table* t = g.as_table()) absolutize(t->get("hardware"), base);
+    }
+  }
+  for (SweepAxis& a : spec.grid) {
+    const std::vector<std::string> keys = a.keys();
+    for (toml::node& v : a.values) {
+      for (size_t j = 0; j < keys.size(); ++j) {
+        if (!names_a_file(keys[j])) continue;
+        absolutize(v.is_array() ? v.as_array()->get(j) : &v, base);
+      }
+    }
+  }
 }
 
 Result<SweepSpec> parse_sweep_spec(const std::string& text, const std::string& where,
@@ -351,15 +422,44 @@ std::string sweep_db_path(const SweepSpec& spec) {
   return RunConfig{}.db;
 }
 
+namespace {
+
+// An axis's keys are distinct and not `db`; its values are distinct (a value twice would run the
+// same configuration twice, under two point numbers).
+Status check_axis(const SweepAxis& a) {
+  const std::vector<std::string> keys = a.keys();
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (keys[i] == "db") return Error{"grid key 'db': every point of a sweep writes to one database"};
+    for (size_t j = 0; j < i; ++j) {
+      if (keys[j] == keys[i]) return Error{"grid '" + a.key + "': the key '" + keys[i] + "' is given twice"};
+    }
+  }
+  if (a.values.empty()) return Error{"grid key '" + a.key + "': empty list of values"};
+  std::vector<std::string> seen;
+  for (const toml::node& v : a.values) {
+    std::string text;
+    if (const toml::array* tuple = v.as_array()) {
+      for (const toml::node& x : *tuple) text += (text.empty() ? "(" : ", ") + describe_value(x);
+      text += ")";
+    } else {
+      text = describe_value(v);
+    }
+    if (std::find(seen.begin(), seen.end(), text) != seen.end()) {
+      return Error{"grid key '" + a.key + "': the value " + text + " is given twice"};
+    }
+    seen.push_back(text);
+  }
+  return Ok{};
+}
+
+}  // namespace
+
 Status check_sweep(const SweepSpec& spec) {
   if (spec.grid.empty()) {
     return Error{"the sweep has no grid: give --grid KEY=V1,V2 (e.g. --grid replicas=1,2,4) or a [grid] table"};
   }
   for (const SweepAxis& a : spec.grid) {
-    for (const std::string& k : a.keys()) {
-      if (k == "db") return Error{"grid key 'db': every point of a sweep writes to one database"};
-    }
-    if (a.values.empty()) return Error{"grid key '" + a.key + "': empty list of values"};
+    if (Status s = check_axis(a); !s.ok()) return s;
   }
   if (auto repeated = repeated_key(spec.grid)) return Error{*repeated};
   const int64_t n = spec.num_points();
@@ -517,8 +617,25 @@ Result<SweepResult> run_sweep(const SweepSpec& spec, const SweepOptions& options
   const std::vector<std::string> keys = spec.keys();
   const int64_t total = spec.num_points();
   std::vector<int64_t> settled;  // points not to run again
+  std::optional<std::pair<int64_t, int64_t>> shard = options.shard;
+  const auto shard_text = [](const std::pair<int64_t, int64_t>& s) {
+    return std::to_string(s.first) + "/" + std::to_string(s.second);
+  };
   if (options.resume_id > 0) {
     result.sweep_id = options.resume_id;
+    // A shard's sweep resumes its own points only (the other shards' are other databases').
+    Result<StoredSweep> stored = read_sweep(db, options.resume_id);
+    if (!stored.ok()) return stored.error();
+    if (!stored.value().shard.empty()) {
+      if (shard && shard_text(*shard) != stored.value().shard) {
+        return Error{"--shard " + shard_text(*shard) + ": sweep " + std::to_string(options.resume_id) +
+                     " was run as shard " + stored.value().shard + "; resume it as that shard (or leave --shard out)"};
+      }
+      const size_t slash = stored.value().shard.find('/');
+      shard = std::pair<int64_t, int64_t>(std::stoll(stored.value().shard.substr(0, slash)),
+                                          std::stoll(stored.value().shard.substr(slash + 1)));
+    }
+    result.shard = stored.value().shard;
     if (Status s = add_point_columns(db, keys); !s.ok()) return s.error();
     // Done points stay; so do points that could not start (their configuration cannot change).
     Result<std::vector<int64_t>> done = points_with_status(db, options.resume_id, {"done"});
@@ -530,7 +647,8 @@ Result<SweepResult> run_sweep(const SweepSpec& spec, const SweepOptions& options
     std::sort(settled.begin(), settled.end());
     if (Status s = claim_sweep(db, result.sweep_id); !s.ok()) return s.error();
   } else {
-    SweepInfo info{spec.name, options.kind, spec.to_toml(), keys, total};
+    SweepInfo info{spec.name, options.kind, spec.to_toml(), keys, total, shard ? shard_text(*shard) : ""};
+    result.shard = info.shard;
     Result<int64_t> id = begin_sweep(db, info);
     if (!id.ok()) return id.error();
     result.sweep_id = id.value();
@@ -539,7 +657,7 @@ Result<SweepResult> run_sweep(const SweepSpec& spec, const SweepOptions& options
   std::vector<int64_t> ids;
   std::vector<std::vector<const toml::node*>> values;
   for (int64_t p = 0; p < total; ++p) {
-    if ((options.shard && p % options.shard->second != options.shard->first) ||
+    if ((shard && p % shard->second != shard->first) ||
         std::binary_search(settled.begin(), settled.end(), p)) {
       ++result.skipped;
       continue;

@@ -80,6 +80,15 @@ struct SweepSpec {
 
 // Reads a sweep file (above). Errors name the file, line and key.
 Result<SweepSpec> load_sweep_file(const std::string& path);
+// Makes the paths of files a spec names (trace, hardware, model, engine.weights, a group's
+// hardware, in `fixed` and in the grid) absolute when they name a file under `base_dir` ("": the
+// working directory); preset names stay as they are. A stored sweep then runs the same files
+// wherever it is resumed from. load_sweep_file does it with the file's own folder.
+void absolutize_paths(SweepSpec& spec, const std::string& base_dir);
+
+// The keys the grid sets that the fixed configuration gives too ("tp = 8"): the grid's values win.
+std::vector<std::string> overridden_keys(const SweepSpec& spec);
+
 // Parses a stored sweeps.spec; `keys` (sweeps.keys, in the order the sweep numbered its points)
 // orders the axes, which the spec's [grid] table holds sorted by name.
 Result<SweepSpec> parse_sweep_spec(const std::string& text, const std::string& where,
@@ -123,6 +132,7 @@ struct SweepResult {
   std::string db_path;
   std::vector<PointOutcome> points;  // the points run now, in point order
   int64_t skipped = 0;               // points already done (resume) or in other shards
+  std::string shard;                 // "I/N" when it ran one shard's points (a resume keeps it)
   bool interrupted = false;
   // The first write to the database that failed ("" when none): the points not written are
   // interrupted, the others not begun, and the sweep ends interrupted, to be resumed.

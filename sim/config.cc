@@ -30,6 +30,7 @@ std::pair<std::string_view, int64_t> split_index(std::string_view part) {
   int64_t index = -2;
   const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
   if (ec != std::errc() || end != digits.data() + digits.size() || digits.empty() || index < 0) return {part, -2};
+  if (digits.size() > 1 && digits.front() == '0') return {part, -2};  // replicas[01] would be a second name of [1]
   return {part.substr(0, open), index};
 }
 
@@ -50,7 +51,8 @@ Status set_path(toml::table& table, std::string_view dotted_key, toml::node&& va
     if (part.empty()) return Error{key + ": empty key part"};
     if (index == -2) {
       return Error{key + ": '" + std::string(rest.substr(0, dot)) +
-                   "': expected NAME[INDEX], e.g. replicas[0].count (the first [[replicas]] group)"};
+                   "': expected NAME[INDEX], the index without leading zeros, e.g. replicas[0].count (the first "
+                   "[[replicas]] group)"};
     }
     toml::node* child = t->get(part);
     if (index >= 0) {  // an element of an array of tables: [[replicas]] groups
@@ -219,6 +221,21 @@ Result<RunConfig> resolve_config(toml::table table) {
     }
     if (top.ok() && total > 4096) top.refuse("replicas", "the groups add up to " + std::to_string(total) + " replicas; at most 4096");
     c.replicas = static_cast<int32_t>(total);
+    // A key every group sets for itself would be used by none: refused, not silently dropped (a
+    // --hardware flag, a grid over tp, beside groups that each name theirs).
+    const std::pair<const char*, bool (*)(const ReplicaGroup&)> overridden[] = {
+        {"hardware", [](const ReplicaGroup& g) { return !g.hardware.empty(); }},
+        {"tp", [](const ReplicaGroup& g) { return g.tp > 0; }},
+        {"max_num_seqs", [](const ReplicaGroup& g) { return g.max_num_seqs > 0; }},
+        {"max_num_batched_tokens", [](const ReplicaGroup& g) { return g.max_num_batched_tokens > 0; }}};
+    for (const auto& [key, sets] : overridden) {
+      if (top.ok() && table.contains(key) && !c.replica_groups.empty() &&
+          std::all_of(c.replica_groups.begin(), c.replica_groups.end(), sets)) {
+        top.refuse(key, std::string("every [[replicas]] group sets its own ") + key +
+                            ", so this one would be used by none: set it in the groups (replicas[0]." + key +
+                            ", ...), or leave a group without it to take this one");
+      }
+    }
   } else {
     c.replicas = static_cast<int32_t>(top.integer("replicas", c.replicas, 1, 4096));
   }

@@ -308,6 +308,23 @@ TEST_F(HtmlReport, AnEmptyRunSaysItCompletedNothing) {
   EXPECT_NE(page().find("This run completed no requests (status done)"), std::string::npos);
 }
 
+// A prefix cache over prompts that name no content says its hit rate is no finding, and the
+// deployment its whole nodes, on the page as in the summary.
+TEST_F(HtmlReport, ThePageSaysWhatTheTraceCannotShowAndTheNodes) {
+  const int64_t id = add_run("azure", "azure-conv.csv");
+  auto db = Database::open(db_path_);
+  ASSERT_TRUE(db.ok());
+  const std::string sql = "INSERT INTO metrics VALUES (" + std::to_string(id) + ", 'prefix_cacheable_requests', 0), (" +
+                          std::to_string(id) + ", 'prefix_hit_rate', 0), (" + std::to_string(id) +
+                          ", 'gpus', 12), (" + std::to_string(id) + ", 'nodes', 2);";
+  ASSERT_TRUE(db.value()->exec(sql.c_str()).ok());
+  db.value().reset();
+  ASSERT_TRUE(report({}).ok());
+  const std::string p = page();
+  EXPECT_NE(p.find("its prefix cache hit rate is not a finding"), std::string::npos);
+  EXPECT_NE(p.find("= 12 GPUs (2 nodes)"), std::string::npos);
+}
+
 TEST_F(HtmlReport, AHostileRunNameIsEscapedEverywhere) {
   const std::string name = "</script><script>alert(1)</script>&amp;";
   add_run(name, "w.toml");

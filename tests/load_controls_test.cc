@@ -247,9 +247,9 @@ std::unique_ptr<testing::Run> steady(double rate, int n) {
 }
 
 BacklogTrend trend(const testing::Run& run) {
-  std::vector<std::pair<double, double>> intervals;
+  std::vector<Sojourn> intervals;
   for (const Request& r : run.capture.requests) {
-    intervals.emplace_back(testing::secs(r.due), testing::secs(r.finished));
+    intervals.push_back({testing::secs(r.due), testing::secs(r.finished), testing::secs(r.scheduled)});
   }
   return backlog_trend(intervals);
 }

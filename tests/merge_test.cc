@@ -92,5 +92,37 @@ TEST_F(MergeTest, TwoRunsOfOneSweepStayTwoSweeps) {
   EXPECT_EQ(count(db("all.db"), "SELECT count(*) FROM runs"), 4);
 }
 
+// Regression: two runs alike in start, host, process, name and configuration (a sweep's duplicate
+// points on two threads) were taken for one, and merging again made a phantom sweep. Runs carry a
+// uid; a damaged source is refused before anything is written.
+TEST_F(MergeTest, RunsAreKnownByTheirUidAndADamagedSourceIsRefused) {
+  disaggregated_run(workload_, db("a.db"));
+  disaggregated_run(workload_, db("a.db"));
+  {
+    auto d = Database::open(db("a.db"));
+    ASSERT_TRUE(d.ok());
+    // As alike as two runs can be, but for their uid.
+    ASSERT_TRUE(d.value()->exec("UPDATE runs SET started_at = (SELECT started_at FROM runs WHERE id = 1), "
+                                "name = 'x', config = 'y'").ok());
+  }
+  EXPECT_EQ(count(db("a.db"), "SELECT count(DISTINCT uid) FROM runs"), 2);
+  std::ostringstream log;
+  ASSERT_TRUE(merge_databases({db("a.db")}, db("all.db"), log).ok());
+  ASSERT_TRUE(merge_databases({db("a.db")}, db("all.db"), log).ok());
+  EXPECT_EQ(count(db("all.db"), "SELECT count(*) FROM runs"), 2);
+  // A damaged source: garbage over its pages.
+  fs::copy_file(db("a.db"), db("bad.db"));
+  {
+    std::fstream f(db("bad.db"), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(20000);
+    const std::string junk(30000, 'x');
+    f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+  }
+  auto bad = merge_databases({db("bad.db")}, db("none.db"), log);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("bad.db"), std::string::npos) << bad.error().message;
+  EXPECT_FALSE(fs::exists(db("none.db")));
+}
+
 }  // namespace
 }  // namespace servesim

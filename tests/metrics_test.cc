@@ -252,7 +252,7 @@ TEST(MetricsAccumulator, BacklogMetricsAreTheTrendOfTheSortedIntervals) {
   for (int n : {500, 20'000}) {
     MetricsAccumulator acc({});
     std::deque<RequestSpec> specs;
-    std::vector<std::pair<double, double>> intervals;
+    std::vector<Sojourn> intervals;
     uint64_t x = 2463534242ULL + static_cast<uint64_t>(n);
     for (int i = 0; i < n; ++i) {
       x ^= x << 13, x ^= x >> 7, x ^= x << 17;
@@ -261,7 +261,7 @@ TEST(MetricsAccumulator, BacklogMetricsAreTheTrendOfTheSortedIntervals) {
       const Request r = completed_request(specs, i, arrival,
                                           static_cast<Time>(n) * 1'000'000 + arrival + static_cast<Time>(x % 1000));
       acc.on_request(r);
-      intervals.emplace_back(to_seconds(r.arrival), to_seconds(r.finished));
+      intervals.push_back({to_seconds(r.arrival), to_seconds(r.finished), to_seconds(r.scheduled)});
     }
     std::sort(intervals.begin(), intervals.end());
     const BacklogTrend want = backlog_trend(intervals);
@@ -273,19 +273,19 @@ TEST(MetricsAccumulator, BacklogMetricsAreTheTrendOfTheSortedIntervals) {
   }
 }
 
-// sort_intervals orders as pairs compare, ties in due time (and never-finished requests) included,
-// on both sides of its radix sort's threshold.
-TEST(SortIntervals, OrdersAsPairsCompare) {
+// sort_intervals orders as Sojourns compare, ties in due time (and never-finished requests)
+// included, on both sides of its radix sort's threshold.
+TEST(SortIntervals, OrdersAsSojournsCompare) {
   for (int n : {0, 1, 300, 5000}) {
-    std::vector<std::pair<double, double>> intervals;
+    std::vector<Sojourn> intervals;
     uint64_t x = 0x2545F4914F6CDD1DULL + static_cast<uint64_t>(n);
     for (int i = 0; i < n; ++i) {
       x ^= x << 13, x ^= x >> 7, x ^= x << 17;
       const double due = static_cast<double>(x % 97) * 0.25;  // many ties
       const double fin = x % 11 == 0 ? std::numeric_limits<double>::infinity() : due + static_cast<double>(x % 1013);
-      intervals.emplace_back(due, fin);
+      intervals.push_back({due, fin, due + static_cast<double>(x % 7)});
     }
-    std::vector<std::pair<double, double>> want = intervals;
+    std::vector<Sojourn> want = intervals;
     std::sort(want.begin(), want.end());
     sort_intervals(intervals);
     EXPECT_EQ(intervals, want) << n;

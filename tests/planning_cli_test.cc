@@ -133,7 +133,7 @@ TEST_F(PlanningCli, ASearchRowWhoseSmallerCountsWereNotRunSaysSo) {
   const Outcome r = sim({"report", "--sweep", "--db", "p.db"});
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("verdict"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("miss: overloaded"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("miss: p99_ttft 925.3 ms > 300 ms"), std::string::npos) << r.output;
 }
 
 // Regression: a probe that rejected requests passed; an SLO without a unit was read as seconds.
@@ -208,8 +208,61 @@ TEST_F(PlanningCli, BadRatesAndRoutersStopASweepBeforeItRuns) {
   }
   const Outcome start = sim({"search", "--trace", "pareto.toml", "--slo", "p99_ttft=2s", "--start-rate", "0"});
   EXPECT_EQ(start.status, 2);
-  EXPECT_NE(start.output.find("expected a rate > 0 and below 1e+06 requests per second, got 0"), std::string::npos)
+  EXPECT_NE(start.output.find("expected a rate from 1e-06 to below 1e+06 requests per second, got 0"), std::string::npos)
       << start.output;
+}
+
+// Regression: eight replicas at 2 req/s (p99 queueing 10 ms) were "overloaded" on a short run:
+// the outstanding count still climbed toward its level (long responses) while nothing waited, and
+// a search answered a rate far too low. Overload needs the queue to grow too.
+TEST_F(PlanningCli, AShortRunOfLongResponsesWithNoQueueIsNotOverloaded) {
+  const Outcome idle = sim({"--trace", "azure-conv.csv", "--num-prompts", "200", "--replicas", "8",
+                            "--request-rate", "2", "--log", "summary", "--db", "o.db"});
+  ASSERT_EQ(idle.status, 0) << idle.output;
+  EXPECT_EQ(idle.output.find("OVERLOADED"), std::string::npos) << idle.output;
+  EXPECT_EQ(query("SELECT value FROM metrics WHERE name = 'overloaded'", "o.db"), "0.0");
+  // One replica at 20 req/s is.
+  const Outcome over = sim({"--trace", "azure-conv.csv", "--num-prompts", "2000", "--request-rate", "20",
+                            "--log", "summary", "--db", "o.db"});
+  ASSERT_EQ(over.status, 0) << over.output;
+  EXPECT_NE(over.output.find("OVERLOADED"), std::string::npos) << over.output;
+}
+
+// Regressions of the second hostile pass: inputs that were dropped or misread without a word.
+TEST_F(PlanningCli, InputsThatWouldBeDroppedAreRefused) {
+  write("mixed.toml",
+        "trace = 'pareto.toml'\nnum_prompts = 100\n[[replicas]]\ncount = 1\nhardware = 'h100-sxm'\n"
+        "[[replicas]]\ncount = 1\nhardware = 'l4'\ntp = 2\n");
+  // A --hardware, or a grid over it, that every group overrides.
+  const Outcome hw = sim({"--config", "mixed.toml", "--hardware", "a100-80gb", "--db", "m.db"});
+  EXPECT_EQ(hw.status, 2) << hw.output;
+  EXPECT_NE(hw.output.find("every [[replicas]] group sets its own hardware"), std::string::npos) << hw.output;
+  const Outcome grid = sim({"sweep", "--config", "mixed.toml", "--grid", "hardware=a100-80gb,l4", "--db", "m.db"});
+  EXPECT_EQ(grid.status, 2) << grid.output;
+  // Run options beside --resume.
+  ASSERT_EQ(sim({"sweep", "--trace", "pareto.toml", "--num-prompts", "50", "--grid", "replicas=1,2", "--db", "r.db"})
+                .status,
+            0);
+  const Outcome resume = sim({"sweep", "--resume", "1", "--db", "r.db", "--num-prompts", "5"});
+  EXPECT_EQ(resume.status, 2) << resume.output;
+  EXPECT_NE(resume.output.find("it takes no run options (--num-prompts)"), std::string::npos) << resume.output;
+  // The same --goodput SLO twice.
+  const Outcome goodput = sim({"--trace", "pareto.toml", "--goodput", "ttft:100", "ttft:5000"});
+  EXPECT_EQ(goodput.status, 2) << goodput.output;
+  EXPECT_NE(goodput.output.find("ttft is given twice"), std::string::npos) << goodput.output;
+  // A device is no database: nothing is made beside it.
+  const Outcome device = sim({"--trace", "pareto.toml", "--db", "/dev/full"});
+  EXPECT_EQ(device.status, 2) << device.output;
+  EXPECT_NE(device.output.find("is not a regular file"), std::string::npos) << device.output;
+  EXPECT_FALSE(fs::exists("/dev/full-journal"));
+  // SLO units as written.
+  for (const auto& [slo, said] : std::vector<std::pair<std::string, std::string>>{
+           {"p99_ttft=2S", "unknown unit 'S'"}, {"p99_ttft=0x10s", "unknown unit 'x10s'"},
+           {"p99_ttft=2sec", "unknown unit 'sec'"}}) {
+    const Outcome o = sim({"search", "--trace", "pareto.toml", "--slo", slo});
+    EXPECT_EQ(o.status, 2) << o.output;
+    EXPECT_NE(o.output.find(said), std::string::npos) << o.output;
+  }
 }
 
 // --rate-scale F replays F times the rate: the arrivals' span divided by F.

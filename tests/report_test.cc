@@ -236,7 +236,7 @@ TEST_F(PrintReportTest, RoundTripsInAllFormats) {
   EXPECT_EQ(json["run"]["config"], nlohmann::json({{"seed", 3}}));  // JSON, not the TOML text
   EXPECT_TRUE(json["run"]["hardware"].is_null());
   EXPECT_TRUE(json["run"]["error"].is_null());
-  EXPECT_EQ(json["run"].size(), 22u);  // every column of runs
+  EXPECT_EQ(json["run"].size(), 23u);  // every column of runs
   EXPECT_EQ(json["metrics"]["completed"], 2.0);
   EXPECT_EQ(json["metrics"]["total_output_tokens"], 3.0);
   EXPECT_EQ(json["metrics"]["e2el_mean"], 1.5);

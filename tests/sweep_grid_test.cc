@@ -69,7 +69,7 @@ TEST_F(SweepTest, ASweepFileNumbersPointsInTheOrderItsKeysAreWritten) {
   EXPECT_EQ(s.keys(), (std::vector<std::string>{"request_rate", "max_num_seqs", "hardware", "tp"}));
   EXPECT_EQ(s.num_points(), 8);  // 2 x 2 x the two pairs
   EXPECT_EQ(s.describe(1), "request_rate=8 max_num_seqs=128 hardware=h100-sxm tp=2");
-  EXPECT_TRUE(check_sweep(s).ok());
+  EXPECT_TRUE(check_sweep(s).ok()) << check_sweep(s).error().message;
 }
 
 TEST(SweepGrid, TupleAxesFromTheCommandLine) {
@@ -177,6 +177,64 @@ TEST_F(SweepTest, AResumeIsRefusedWhileTheSweepsProcessIsAlive) {
   EXPECT_EQ(resumed.value().points.size(), 2u);
   EXPECT_EQ(query_one(db("live.db"), "SELECT pid FROM sweeps"), std::to_string(::getpid()));
   EXPECT_EQ(query_one(db("live.db"), "SELECT status FROM sweeps"), "done");
+}
+
+// Regression (the second hostile pass): a resume of a shard's sweep ran every shard's points, and
+// merging the shards then duplicated them.
+TEST_F(SweepTest, AShardsSweepResumesItsOwnPointsOnly) {
+  SweepSpec s = spec("shard.db");
+  s.grid = {axis("replicas", {1, 2, 3, 4})};
+  auto first = run_sweep(s, {.jobs = 1, .shard = std::pair<int64_t, int64_t>(0, 2)});
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first.value().shard, "0/2");
+  EXPECT_EQ(query_one(db("shard.db"), "SELECT shard FROM sweeps"), "0/2");
+  auto again = run_sweep(s, {.jobs = 1, .resume_id = first.value().sweep_id});
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_TRUE(again.value().points.empty());  // shard 1's points are another database's
+  EXPECT_EQ(query_one(db("shard.db"), "SELECT count(*) FROM runs"), "2");
+  auto other = run_sweep(s, {.jobs = 1, .shard = std::pair<int64_t, int64_t>(1, 2), .resume_id = first.value().sweep_id});
+  ASSERT_FALSE(other.ok());
+  EXPECT_NE(other.error().message.find("was run as shard 0/2"), std::string::npos) << other.error().message;
+}
+
+// Regression: a key twice under two spellings ([01] and [1]) or inside one tuple, and a value
+// twice, were accepted (the run used one, the table printed another, or a point ran twice).
+TEST_F(SweepTest, AKeyOrAValueTwiceInOneAxisIsRefused) {
+  toml::table groups;
+  toml::array two;
+  two.push_back(toml::table{{"count", 1}});
+  two.push_back(toml::table{{"count", 1}});
+  groups.insert("replicas", two);
+  EXPECT_TRUE(set_path(groups, "replicas[1].count", toml::value<int64_t>(3)).ok());
+  Status zero = set_path(groups, "replicas[01].count", toml::value<int64_t>(3));
+  ASSERT_FALSE(zero.ok());
+  EXPECT_NE(zero.error().message.find("without leading zeros"), std::string::npos) << zero.error().message;
+  SweepSpec s = spec("twice.db");
+  s.grid = {parse_grid_flag("tp,tp=(1,2)").value()};
+  Status tuple = check_sweep(s);
+  ASSERT_FALSE(tuple.ok());
+  EXPECT_NE(tuple.error().message.find("the key 'tp' is given twice"), std::string::npos) << tuple.error().message;
+  s.grid = {axis("tp", {1, 1})};
+  Status value = check_sweep(s);
+  ASSERT_FALSE(value.ok());
+  EXPECT_NE(value.error().message.find("the value 1 is given twice"), std::string::npos) << value.error().message;
+}
+
+// Regression: a resume run from another folder used another file of the same relative name.
+TEST_F(SweepTest, FilesAreStoredByAbsolutePathSoAResumeRunsTheSameOnes) {
+  fs::create_directories(dir_ / "plans");
+  std::ofstream(dir_ / "plans" / "w.toml") << "[generate]\nrequests = 100\nseed = 5\n[generate.arrival]\n"
+                                              "process = 'poisson'\nrate = 10.0\n[generate.output_tokens]\n"
+                                              "dist = 'fixed'\nvalue = 5\n";
+  std::ofstream(dir_ / "plans" / "plan.toml") << "[fixed]\ntrace = 'w.toml'\n[grid]\nreplicas = [1, 2]\n";
+  auto loaded = load_sweep_file((dir_ / "plans" / "plan.toml").string());
+  ASSERT_TRUE(loaded.ok()) << loaded.error().message;
+  // Beside the sweep file, as a workload file's [replay] path.
+  EXPECT_EQ(loaded.value().fixed["trace"].value_or(std::string()), (dir_ / "plans" / "w.toml").string());
+  SweepSpec flags = spec("x.db");
+  flags.fixed.insert_or_assign("trace", "pareto.toml");  // a preset's name stays a name
+  absolutize_paths(flags, dir_.string());
+  EXPECT_EQ(flags.fixed["trace"].value_or(std::string()), "pareto.toml");
 }
 
 }  // namespace
