@@ -160,6 +160,13 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
   if (!spec.grid.empty() && (vm.count("start-rate") || vm.count("precision"))) {
     return bad("--start-rate and --precision belong to the rate search (without --grid)");
   }
+  for (const char* scale : {"time_scale", "rate_scale"}) {
+    if (spec.grid.empty() && spec.fixed.contains(scale)) {
+      return bad(std::string("--") + (scale[0] == 't' ? "time-scale" : "rate-scale") +
+                 ": the rate search chooses the rate itself; give a --grid to find the cheapest configuration "
+                 "at a scaled rate");
+    }
+  }
   if (spec.grid.empty() && spec.fixed.contains("request_rate")) {
     return bad("--request-rate: the rate search chooses the rate; give a --grid to find the cheapest "
                "configuration for that rate");

@@ -318,7 +318,9 @@ void Searcher::search_combination(int64_t c) {
     label += (label.empty() ? "" : " ") + keys[i] + "=" + plain_value(*v[i]);
   }
   SearchResult::FrontierRow row{label.empty() ? std::string("(fixed)") : label, found, "", ""};
-  if (pruned && found < 0) {
+  if (stopped() && found < 0) {
+    row.note = "not finished: the search stopped (" + (last_miss.empty() ? std::string("interrupted") : last_miss) + ")";
+  } else if (pruned && found < 0) {
     // What was run missed; the larger counts left cost at least the best.
     row.note = last_miss.empty() ? "not run: cannot beat the best found before it"
                                  : "misses up to " + count_range(spec_.grid[g_.replicas_axis].values, g_.replica_order,
@@ -453,7 +455,9 @@ Status check_search(const SearchSpec& spec) {
       }
     }
   }
-  if (!(spec.precision > 0 && spec.precision < 1)) return Error{"--precision: expected a fraction in (0, 1)"};
+  if (!(spec.precision >= 1e-4 && spec.precision < 1)) {  // finer than the rates printed (4 digits)
+    return Error{"--precision: expected a fraction from 0.0001 to below 1, got " + rate_text(spec.precision)};
+  }
   if (!(spec.start_rate >= 1e-6 && spec.start_rate < spec.max_rate)) {  // the search halves down to 1e-6
     return Error{"--start-rate: expected a rate from 1e-06 to below " + rate_text(spec.max_rate) +
                  " requests per second, got " + rate_text(spec.start_rate)};
