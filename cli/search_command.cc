@@ -27,14 +27,19 @@ void print_search_help(std::ostream& out, const po::options_description& o) {
          "                                                          the cheapest configuration\n"
          "Answers a capacity question in one command, running only the probes the answer needs (an\n"
          "exponential then k-ary search on the rate; a binary search on replicas per combination of\n"
-         "the other keys). A probe passes when it is not overloaded and meets every SLO. Every probe\n"
-         "is recorded in the database as a point of one search (sim report --sweep). A round runs\n"
-         "-j probes at once; scripts/ray_search.py runs each round's probes on a Ray cluster.\n\n"
+         "the other keys). A probe passes when it is not overloaded, rejects no request (unless\n"
+         "--slo rejected=SHARE allows some) and meets every SLO; a configuration that fails, or\n"
+         "rejects requests, is not probed further. Every probe is recorded in the database as a point\n"
+         "of one search (sim report --sweep). A round runs -j probes at once; scripts/ray_search.py\n"
+         "runs each round's probes on a Ray cluster. Prices: --price-by gpu (default) | node.\n\n"
       << o
       << "\nExamples:\n"
-         "  sim search --trace azure-conv.csv --model llama-3-8b --slo p99_ttft=2s\n"
-         "  sim search --trace azure-conv.csv --model llama-3-70b --request-rate 11 --slo p99_ttft=2s \\\n"
-         "      --grid hardware=a100-80gb,h100-sxm --grid tp=4,8 --grid replicas=1,2,3,4,6,8 --minimize cost_per_hour\n";
+         "  sim search --trace azure-conv.csv --policy chunked-prefill --slo p99_ttft=2s --slo rejected=0.001\n"
+         "  sim search --trace azure-conv.csv --model llama-3.1-70b --policy chunked-prefill --rate-scale 3 \\\n"
+         "      --slo p99_ttft=1.5s --slo p99_tpot=80ms --grid hardware=a100-80gb,h100-sxm,h200 --grid tp=4,8 \\\n"
+         "      --grid replicas=1,2,3,4,6,8,12,16 --minimize cost_per_hour --price-by node\n"
+         "  sim search --config pd.toml --slo p99_ttft=10s --grid 'replicas[0].count=3,4,5' \\\n"
+         "      --grid 'replicas[1].tp=4,8'          # a disaggregated deployment's pools (docs/planning.md)\n";
 }
 
 std::string value_text(const toml::node* n) { return n == nullptr ? "-" : plain_value(*n); }
