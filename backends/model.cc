@@ -7,9 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sim/json_text.h"
+#include "sim/config/json_text.h"
 #include "sim/request.h"
-#include "sim/toml_fields.h"
+#include "sim/config/toml_fields.h"
 
 namespace servesim {
 namespace {

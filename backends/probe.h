@@ -7,7 +7,7 @@
 #include <ostream>
 #include <string>
 
-#include "sim/output_file.h"
+#include "sim/io/output_file.h"
 #include "sim/result.h"
 
 namespace servesim {
@@ -24,7 +24,7 @@ ProbeResult probe_host();
 // be read.
 double host_meminfo_bytes(const char* field);
 
-// Writes the result as a hardware TOML to `file` (sim/output_file.h: checked, whole or not at all);
+// Writes the result as a hardware TOML to `file` (sim/io/output_file.h: checked, whole or not at all);
 // its errors.
 Status write_probe(const ProbeResult& result, OutputFile& file);
 

@@ -6,7 +6,7 @@
 #include "backends/cuda_plugin.h"
 #include "backends/roofline_backend.h"
 #include "backends/unit.h"
-#include "sim/registry_lookup.h"
+#include "sim/config/registry_lookup.h"
 
 namespace servesim {
 

@@ -3,7 +3,7 @@
 #include <string>
 #include <utility>
 
-#include "sim/presets.h"
+#include "sim/config/presets.h"
 
 namespace servesim {
 

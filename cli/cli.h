@@ -10,8 +10,8 @@
 #include <boost/program_options.hpp>
 #include <toml++/toml.h>
 
-#include "analysis/bootstrap.h"
-#include "sim/config.h"
+#include "analysis/reports/bootstrap.h"
+#include "sim/config/config.h"
 #include "sim/result.h"
 
 namespace servesim {
@@ -40,7 +40,7 @@ int seeds_command(const boost::program_options::variables_map& vm, std::ostream&
 // Prints "sim: MESSAGE" to err and returns kExitBadInput.
 int bad_input(std::ostream& err, const std::string& message);
 // `sim [run] --model-uncertainty [N]` (cli/seeds_command.cc): the runs over the hardware file's
-// calibration samples and their band (analysis/model_band.h).
+// calibration samples and their band (analysis/reports/model_band.h).
 int model_uncertainty_command(const boost::program_options::variables_map& vm, std::ostream& out, std::ostream& err);
 // The options of a bootstrap over a run's requests (`sim run` and `sim report` --bootstrap N, with
 // -j N threads), seeded by `seed`. Errors: a count or -j out of range.

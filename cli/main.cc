@@ -19,8 +19,8 @@
 #include "policies/registry.h"
 #include "routers/registry.h"
 #include "cli/cli.h"
-#include "sim/output_file.h"
-#include "sim/presets.h"
+#include "sim/io/output_file.h"
+#include "sim/config/presets.h"
 
 namespace servesim {
 namespace po = boost::program_options;
@@ -212,9 +212,9 @@ std::string close_stdout() {
 namespace {
 
 // SIGINT, SIGTERM and SIGHUP outside a run, a sweep, a search or a merge (which stop cleanly with
-// what they wrote: sim/stop_signals.h): the commands that only read or compute (report
+// what they wrote: cli/stop_signals.h): the commands that only read or compute (report
 // --bootstrap, probe, calibrate) end at once, with a word and exit status 130, as a stopped run
-// does. Their output files are written whole or not at all (sim/output_file.h).
+// does. Their output files are written whole or not at all (sim/io/output_file.h).
 extern "C" void on_stop_outside_a_run(int sig) {
   static const char kNote[] = "sim: stopped by a signal before it finished; nothing was written\n";
   const ssize_t ignored = ::write(STDERR_FILENO, kNote, sizeof kNote - 1);

@@ -7,13 +7,13 @@
 
 #include <boost/program_options.hpp>
 
-#include "analysis/bootstrap.h"
-#include "analysis/database.h"
-#include "analysis/report.h"
+#include "analysis/reports/bootstrap.h"
+#include "analysis/storage/database.h"
+#include "analysis/reports/report.h"
 #include "cli/cli.h"
 #include "runner/run.h"
-#include "sim/config.h"
-#include "sim/stop_signals.h"
+#include "sim/config/config.h"
+#include "cli/stop_signals.h"
 
 namespace servesim {
 namespace po = boost::program_options;

@@ -8,18 +8,18 @@
 
 #include <boost/program_options.hpp>
 
-#include "analysis/calibrate.h"
-#include "analysis/compare.h"
-#include "analysis/html_report.h"
-#include "analysis/measured.h"
-#include "analysis/measured_report.h"
-#include "analysis/report.h"
-#include "analysis/sweep_report.h"
-#include "analysis/validate.h"
-#include "sim/config.h"
+#include "analysis/calibration/calibrate.h"
+#include "analysis/reports/compare.h"
+#include "analysis/reports/html_report.h"
+#include "analysis/calibration/measured.h"
+#include "analysis/calibration/measured_report.h"
+#include "analysis/reports/report.h"
+#include "analysis/reports/sweep_report.h"
+#include "analysis/calibration/validate.h"
+#include "sim/config/config.h"
 #include "cli/cli.h"
-#include "sim/output_file.h"
-#include "sim/presets.h"
+#include "sim/io/output_file.h"
+#include "sim/config/presets.h"
 
 namespace servesim {
 namespace po = boost::program_options;

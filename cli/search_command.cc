@@ -13,8 +13,8 @@
 #include "cli/cli.h"
 #include "runner/external_probes.h"
 #include "runner/search.h"
-#include "sim/stop_signals.h"
-#include "sim/toml_fields.h"
+#include "cli/stop_signals.h"
+#include "sim/config/toml_fields.h"
 
 namespace servesim {
 namespace po = boost::program_options;

@@ -1,7 +1,7 @@
 // `sim [run] --seeds N`: error bars over seeds. The N runs are a sweep of kind "seeds" over the key
 // `seed` (runner/sweep.h: each run recorded as usual, run in parallel like a sweep's points); the
 // seeds are the first seed (--seed, else the workload's [generate].seed, else 0), then +1, +2, ...
-// The summary (analysis/seed_stats.h) is read back from the database, as `sim report --sweep ID`
+// The summary (analysis/reports/seed_stats.h) is read back from the database, as `sim report --sweep ID`
 // prints it.
 #include <unistd.h>
 
@@ -12,16 +12,16 @@
 
 #include <boost/program_options.hpp>
 
-#include "analysis/database.h"
-#include "analysis/model_band.h"
-#include "analysis/seed_stats.h"
+#include "analysis/storage/database.h"
+#include "analysis/reports/model_band.h"
+#include "analysis/reports/seed_stats.h"
 #include "backends/hardware.h"
 #include "backends/registry.h"
 #include "cli/cli.h"
 #include "runner/sweep.h"
-#include "sim/presets.h"
-#include "sim/stop_signals.h"
-#include "sim/toml_fields.h"
+#include "sim/config/presets.h"
+#include "cli/stop_signals.h"
+#include "sim/config/toml_fields.h"
 #include "workloads/replay.h"
 
 namespace servesim {

@@ -9,13 +9,13 @@
 #include <boost/program_options.hpp>
 #include <nlohmann/json.hpp>
 
-#include "analysis/merge.h"
+#include "analysis/storage/merge.h"
 #include "backends/registry.h"
-#include "analysis/sweep_db.h"
-#include "analysis/sweep_report.h"
+#include "analysis/storage/sweep_db.h"
+#include "analysis/reports/sweep_report.h"
 #include "cli/cli.h"
 #include "runner/sweep.h"
-#include "sim/stop_signals.h"
+#include "cli/stop_signals.h"
 
 namespace servesim {
 namespace po = boost::program_options;

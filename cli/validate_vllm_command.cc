@@ -1,6 +1,6 @@
 // `sim validate --vllm-result FILE`: replays the requests of a `vllm bench serve --save-result
 // --save-detailed` file through the simulator (runner/run.h, with the requests built in memory)
-// and compares the measured latencies with the simulated ones (analysis/vllm_validate.h).
+// and compares the measured latencies with the simulated ones (analysis/calibration/vllm_validate.h).
 #include <cmath>
 #include <optional>
 #include <iostream>
@@ -9,14 +9,14 @@
 
 #include <boost/program_options.hpp>
 
-#include "analysis/database.h"
-#include "analysis/vllm_validate.h"
+#include "analysis/storage/database.h"
+#include "analysis/calibration/vllm_validate.h"
 #include "cli/cli.h"
 #include "runner/run.h"
-#include "sim/output_file.h"
-#include "sim/presets.h"
-#include "sim/stop_signals.h"
-#include "sim/toml_fields.h"
+#include "sim/io/output_file.h"
+#include "sim/config/presets.h"
+#include "cli/stop_signals.h"
+#include "sim/config/toml_fields.h"
 #include "workloads/vllm_bench_result.h"
 
 namespace servesim {

@@ -9,8 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sim/json_text.h"
-#include "sim/toml_fields.h"
+#include "sim/config/json_text.h"
+#include "sim/config/toml_fields.h"
 
 namespace servesim {
 

@@ -3,7 +3,7 @@
 #include <limits>
 #include <string>
 
-#include "sim/options.h"
+#include "sim/config/options.h"
 
 namespace servesim {
 namespace {

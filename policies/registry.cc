@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "sim/registry_lookup.h"
+#include "sim/config/registry_lookup.h"
 
 namespace servesim {
 

@@ -4,7 +4,7 @@
 #include <limits>
 #include <vector>
 
-#include "sim/options.h"
+#include "sim/config/options.h"
 
 namespace servesim {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "sim/options.h"
+#include "sim/config/options.h"
 
 namespace servesim {
 

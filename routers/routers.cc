@@ -7,8 +7,8 @@
 #include <string>
 
 #include "routers/registry.h"
-#include "sim/options.h"
-#include "sim/registry_lookup.h"
+#include "sim/config/options.h"
+#include "sim/config/registry_lookup.h"
 #include "sim/request.h"
 #include "workloads/rng.h"
 

@@ -15,10 +15,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "analysis/database.h"
-#include "analysis/merge.h"
-#include "analysis/sweep_db.h"
-#include "sim/json_text.h"
+#include "analysis/storage/database.h"
+#include "analysis/storage/merge.h"
+#include "analysis/storage/sweep_db.h"
+#include "sim/config/json_text.h"
 
 namespace servesim {
 namespace {

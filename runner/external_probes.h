@@ -16,8 +16,8 @@
 // cannot run the round, and the search stops unanswered. Lines of stdout without the prefix (the
 // final table) are the parent's to pass on.
 //
-// The executor merges each returned database into the search's (analysis/merge.h), links its run
-// to the search (runs.sweep_id and a sweep_points row, analysis/sweep_db.h) and reads the probe's
+// The executor merges each returned database into the search's (analysis/storage/merge.h), links its run
+// to the search (runs.sweep_id and a sweep_points row, analysis/storage/sweep_db.h) and reads the probe's
 // status, error and metrics back from the merged rows, so the search judges them as it judges a
 // local probe's. The returned databases are the parent's: the executor only reads them.
 #pragma once

@@ -10,14 +10,14 @@
 #include <ostream>
 #include <thread>
 
-#include "analysis/batch_log.h"
-#include "analysis/db_recorder.h"
-#include "analysis/progress.h"
+#include "analysis/storage/batch_log.h"
+#include "analysis/storage/db_recorder.h"
+#include "analysis/reports/progress.h"
 #include "backends/registry.h"
 #include "backends/specs.h"
 #include "policies/registry.h"
 #include "routers/registry.h"
-#include "sim/presets.h"
+#include "sim/config/presets.h"
 #include "sim/sharded.h"
 #include "sim/simulator.h"
 #include "workloads/replay.h"

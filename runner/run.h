@@ -16,10 +16,10 @@
 #include <string>
 #include <vector>
 
-#include "analysis/database.h"
-#include "analysis/metrics.h"
-#include "analysis/report.h"
-#include "sim/config.h"
+#include "analysis/storage/database.h"
+#include "analysis/metrics/metrics.h"
+#include "analysis/reports/report.h"
+#include "sim/config/config.h"
 #include "sim/result.h"
 #include "workloads/workload.h"
 

@@ -5,12 +5,12 @@
 #include <cstdio>
 #include <sstream>
 
-#include "analysis/sweep_db.h"
+#include "analysis/storage/sweep_db.h"
 #include "backends/hardware.h"
 #include "backends/roofline_backend.h"
-#include "sim/config.h"
-#include "sim/presets.h"
-#include "sim/toml_fields.h"
+#include "sim/config/config.h"
+#include "sim/config/presets.h"
+#include "sim/config/toml_fields.h"
 
 namespace servesim {
 namespace {
@@ -103,7 +103,7 @@ class Searcher {
   void cheapest();
 
  private:
-  // Whether the probe misses whatever the rate or the replicas (analysis/slo.h).
+  // Whether the probe misses whatever the rate or the replicas (analysis/metrics/slo.h).
   bool at_any_load(const SearchProbe& p) const {
     return !p.miss.empty() && misses_at_any_load(spec_.slos, p.outcome.status, p.outcome.metrics);
   }

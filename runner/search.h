@@ -1,5 +1,5 @@
 // `sim search`: the planner's two questions, answered by running the simulator as few times as the
-// answer needs, every probe recorded as a point of one `search` sweep (analysis/sweep_db.h).
+// answer needs, every probe recorded as a point of one `search` sweep (analysis/storage/sweep_db.h).
 //
 //   max rate    the largest request_rate a configuration carries under the SLOs: the rate doubles
 //               from `start_rate` until a probe misses (halves while the start misses), then a k-ary
@@ -12,8 +12,8 @@
 //               fewest replicas that pass, and counts whose cost could not beat the best found so far
 //               are never run.
 //
-// A probe passes when its run is done, it is not overloaded (analysis/metrics.h), it rejected no
-// request (unless a `rejected` SLO allows a share), and every SLO holds (analysis/slo.h).
+// A probe passes when its run is done, it is not overloaded (analysis/metrics/metrics.h), it rejected no
+// request (unless a `rejected` SLO allows a share), and every SLO holds (analysis/metrics/slo.h).
 //
 // A write to the database that fails (a full disk) stops the search: its answer would rest on
 // probes it could not record. The search ends interrupted, with the error.
@@ -34,13 +34,13 @@
 
 #include <toml++/toml.h>
 
-#include "analysis/slo.h"
+#include "analysis/metrics/slo.h"
 #include "runner/sweep.h"
 #include "sim/result.h"
 
 namespace servesim {
 
-// Why a probe misses ("" when it passes): slo_miss of analysis/slo.h on its outcome.
+// Why a probe misses ("" when it passes): slo_miss of analysis/metrics/slo.h on its outcome.
 inline std::string slo_miss(const std::vector<Slo>& slos, const PointOutcome& probe) {
   return slo_miss(slos, probe.status, probe.error, probe.metrics);
 }

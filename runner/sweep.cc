@@ -7,12 +7,12 @@
 #include <sstream>
 #include <thread>
 
-#include "analysis/sweep_db.h"
+#include "analysis/storage/sweep_db.h"
 #include "policies/registry.h"
 #include "routers/registry.h"
-#include "sim/config.h"
-#include "sim/presets.h"
-#include "sim/toml_fields.h"
+#include "sim/config/config.h"
+#include "sim/config/presets.h"
+#include "sim/config/toml_fields.h"
 #include "workloads/load_controls.h"
 
 namespace servesim {

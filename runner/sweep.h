@@ -1,5 +1,5 @@
 // Sweeps: a grid over any configuration keys, every point run through run_configuration() into one
-// database (analysis/sweep_db.h), in parallel on threads of this process.
+// database (analysis/storage/sweep_db.h), in parallel on threads of this process.
 //
 // A sweep is defined by a base configuration (`fixed`: every key a --config file takes) and a grid
 // of keys, each with a list of values; the points are the grid's Cartesian product, numbered from 0

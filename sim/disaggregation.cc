@@ -6,7 +6,7 @@
 
 #include "sim/replicas_view.h"
 #include "sim/simulator.h"
-#include "sim/toml_fields.h"
+#include "sim/format_number.h"
 
 namespace servesim {
 

@@ -1,6 +1,6 @@
 #include "sim/replica.h"
 
-#include "sim/toml_fields.h"
+#include "sim/format_number.h"
 
 #include <algorithm>
 #include <cassert>

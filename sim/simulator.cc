@@ -1,7 +1,7 @@
 #include "sim/simulator.h"
 
 #include "sim/replicas_view.h"
-#include "sim/toml_fields.h"
+#include "sim/format_number.h"
 
 #include <algorithm>
 #include <cassert>

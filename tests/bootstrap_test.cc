@@ -1,7 +1,7 @@
-// The bootstrap over a run's requests (analysis/bootstrap.h): hand-checked statistics, the interval
+// The bootstrap over a run's requests (analysis/reports/bootstrap.h): hand-checked statistics, the interval
 // against a brute-force bootstrap of the same resamples, determinism, and `sim --bootstrap` /
 // `sim report --bootstrap` end to end.
-#include "analysis/bootstrap.h"
+#include "analysis/reports/bootstrap.h"
 
 #include <algorithm>
 #include <cmath>
@@ -16,7 +16,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "analysis/metrics.h"
+#include "analysis/metrics/metrics.h"
 #include "cli_harness.h"
 #include "workloads/rng.h"
 

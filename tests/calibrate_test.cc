@@ -1,5 +1,5 @@
 // sim calibrate: fitting a hardware file to a run measured on a known, different machine.
-#include "analysis/calibrate.h"
+#include "analysis/calibration/calibrate.h"
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
@@ -13,9 +13,10 @@
 #include <random>
 #include <sstream>
 
-#include "analysis/batch_log.h"
-#include "analysis/database.h"
-#include "analysis/validate.h"
+#include "analysis/calibration/logged_batches.h"
+#include "analysis/storage/batch_log.h"
+#include "analysis/storage/database.h"
+#include "analysis/calibration/validate.h"
 #include "tests/cli_harness.h"
 #include "tests/test_util.h"
 

@@ -1,4 +1,4 @@
-#include "sim/config.h"
+#include "sim/config/config.h"
 
 #include <sqlite3.h>
 
@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "analysis/database.h"
+#include "analysis/storage/database.h"
 #include "runner/run.h"
 #include "test_util.h"
 

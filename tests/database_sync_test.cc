@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <string>
 
-#include "analysis/database.h"
+#include "analysis/storage/database.h"
 
 namespace servesim {
 namespace {

@@ -1,4 +1,4 @@
-#include "analysis/database.h"
+#include "analysis/storage/database.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "analysis/db_recorder.h"
-#include "analysis/metrics.h"
+#include "analysis/storage/db_recorder.h"
+#include "analysis/metrics/metrics.h"
 
 namespace servesim {
 namespace {

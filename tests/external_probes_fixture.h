@@ -21,7 +21,7 @@
 
 #include "runner/external_probes.h"
 #include "runner/search.h"
-#include "sim/toml_fields.h"
+#include "sim/config/toml_fields.h"
 #include "tests/cli_harness.h"
 #include "tests/sweep_fixture.h"
 

@@ -14,7 +14,7 @@
 #include <sstream>
 #include <thread>
 
-#include "sim/toml_fields.h"
+#include "sim/config/toml_fields.h"
 #include "tests/external_probes_fixture.h"
 
 namespace servesim {

@@ -3,10 +3,10 @@
 // not be written are interrupted, the sweep says why, and a resume reruns them.
 #include <gtest/gtest.h>
 
-#include "analysis/sweep_db.h"
+#include "analysis/storage/sweep_db.h"
 #include "runner/run.h"
 #include "runner/sweep.h"
-#include "sim/config.h"
+#include "sim/config/config.h"
 #include "tests/full_disk_vfs.h"
 #include "tests/sweep_fixture.h"
 

@@ -1,8 +1,8 @@
-// `sim report --html --sweep`: the pages of sweeps and searches (analysis/html_report_sweep.h), of
+// `sim report --html --sweep`: the pages of sweeps and searches (analysis/reports/html_report_sweep.h), of
 // real small searches and sweeps run by `sim`: the answer first, the best row per configuration,
 // verdicts, and latency axes that overloaded points do not flatten. The browser's view of the same
 // pages is tests/html_report_browser_test.py's.
-#include "analysis/html_report_sweep.h"
+#include "analysis/reports/html_report_sweep.h"
 
 #include <gtest/gtest.h>
 

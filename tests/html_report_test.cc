@@ -1,7 +1,7 @@
 // `sim report --html`: the reducers' bounds, escaping, the errors, and pages of made-up databases
 // (a failed run, a hostile run name, runs of different workloads, a long run). The browser's view
 // of real runs' pages is tests/html_report_browser_test.py's.
-#include "analysis/html_report.h"
+#include "analysis/reports/html_report.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -14,11 +14,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "analysis/database.h"
-#include "analysis/html_report_assets.h"
-#include "analysis/html_report_data.h"
-#include "analysis/html_report_page.h"
-#include "analysis/sweep_db.h"
+#include "analysis/storage/database.h"
+#include "analysis/reports/html_report_assets.h"
+#include "analysis/reports/html_report_data.h"
+#include "analysis/reports/html_report_page.h"
+#include "analysis/storage/sweep_db.h"
 #include "cli_harness.h"
 
 namespace servesim {

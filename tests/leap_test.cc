@@ -10,7 +10,7 @@
 
 #include <gtest/gtest.h>
 
-#include "analysis/metrics.h"
+#include "analysis/metrics/metrics.h"
 #include "backends/roofline.h"
 #include "backends/roofline_backend.h"
 #include "policies/registry.h"

@@ -1,5 +1,5 @@
 // Load controls (workloads/load_controls.h), the closed loop of max_concurrency (sim/simulator.h),
-// goodput, rejection causes and the overload test (analysis/metrics.h).
+// goodput, rejection causes and the overload test (analysis/metrics/metrics.h).
 #include "workloads/load_controls.h"
 
 #include <gtest/gtest.h>
@@ -7,9 +7,9 @@
 #include <cmath>
 #include <numeric>
 
-#include "analysis/metrics.h"
+#include "analysis/metrics/metrics.h"
 #include "sim_harness.h"
-#include "sim/toml_fields.h"
+#include "sim/config/toml_fields.h"
 #include "workloads/generate.h"
 #include "workloads/workload.h"
 

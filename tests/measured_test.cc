@@ -1,6 +1,6 @@
 // Measured timings: Vidur's profiles summed as Vidur sums them, our CSV and its errors, the
 // roofline's comparable price, and `sim validate --measured`.
-#include "analysis/measured.h"
+#include "analysis/calibration/measured.h"
 
 #include <gtest/gtest.h>
 
@@ -9,8 +9,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "analysis/calibrate.h"
-#include "analysis/measured_report.h"
+#include "analysis/calibration/calibrate.h"
+#include "analysis/calibration/measured_report.h"
 #include "backends/hardware.h"
 #include "tests/cli_harness.h"
 

@@ -1,15 +1,15 @@
-// `sim merge` (analysis/merge.h): every table that names a run follows it, a merge run again copies
+// `sim merge` (analysis/storage/merge.h): every table that names a run follows it, a merge run again copies
 // nothing twice, a source given twice is refused, and two runs of one sweep stay two sweeps.
-#include "analysis/merge.h"
+#include "analysis/storage/merge.h"
 
 #include <gtest/gtest.h>
 
 #include <sstream>
 
-#include "analysis/sweep_db.h"
+#include "analysis/storage/sweep_db.h"
 #include "runner/run.h"
 #include "runner/sweep.h"
-#include "sim/config.h"
+#include "sim/config/config.h"
 #include "tests/sweep_fixture.h"
 
 namespace servesim {

@@ -1,5 +1,5 @@
-#include "analysis/metrics.h"
-#include "analysis/token_gaps.h"
+#include "analysis/metrics/metrics.h"
+#include "analysis/metrics/token_gaps.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // The model-uncertainty band: a hardware file's [calibration] table (backends/hardware.h), the runs
-// over its samples and their band (analysis/model_band.h, `sim --model-uncertainty`).
-#include "analysis/model_band.h"
+// over its samples and their band (analysis/reports/model_band.h, `sim --model-uncertainty`).
+#include "analysis/reports/model_band.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

@@ -1,4 +1,4 @@
-#include "sim/options.h"
+#include "sim/config/options.h"
 
 #include <cmath>
 #include <limits>

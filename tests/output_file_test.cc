@@ -1,8 +1,8 @@
-// OutputFile (sim/output_file.h): what a command may overwrite and how it writes; then every output
+// OutputFile (sim/io/output_file.h): what a command may overwrite and how it writes; then every output
 // of `sim` end to end: --html, calibrate --out, probe --out, validate --write-simulated and standard
 // output refuse the database and any SQLite file, and report a failed write (a full device, a
 // file-size limit) with exit 1 instead of printing "Wrote".
-#include "sim/output_file.h"
+#include "sim/io/output_file.h"
 
 #include <sys/resource.h>
 #include <sys/stat.h>

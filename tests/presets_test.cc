@@ -1,4 +1,4 @@
-#include "sim/presets.h"
+#include "sim/config/presets.h"
 
 #include <cstdlib>
 #include <filesystem>

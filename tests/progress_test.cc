@@ -1,4 +1,4 @@
-#include "analysis/progress.h"
+#include "analysis/reports/progress.h"
 
 #include <atomic>
 

@@ -1,4 +1,4 @@
-#include "analysis/report.h"
+#include "analysis/reports/report.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -8,8 +8,8 @@
 #include <sstream>
 #include <string>
 
-#include "analysis/database.h"
-#include "analysis/db_recorder.h"
+#include "analysis/storage/database.h"
+#include "analysis/storage/db_recorder.h"
 
 namespace servesim {
 namespace {

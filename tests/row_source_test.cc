@@ -1,4 +1,4 @@
-#include "analysis/row_source.h"
+#include "analysis/storage/row_source.h"
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>

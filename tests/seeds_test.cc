@@ -1,6 +1,6 @@
 // `sim --seeds N`: the t quantiles, the confidence interval of a sample, and the command end to end
-// (analysis/seed_stats.h, cli/seeds_command.cc).
-#include "analysis/seed_stats.h"
+// (analysis/reports/seed_stats.h, cli/seeds_command.cc).
+#include "analysis/reports/seed_stats.h"
 
 #include <cmath>
 #include <fstream>

@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "analysis/metrics.h"
+#include "analysis/metrics/metrics.h"
 #include "policies/registry.h"
 #include "routers/registry.h"
 #include "sim/request_stream.h"

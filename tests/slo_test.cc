@@ -1,13 +1,13 @@
-// SLOs (analysis/slo.h): units are required and kept, misses say the bound in the unit it was
+// SLOs (analysis/metrics/slo.h): units are required and kept, misses say the bound in the unit it was
 // given, and a run that rejects requests misses unless a `rejected` SLO allows a share.
-#include "analysis/slo.h"
+#include "analysis/metrics/slo.h"
 
 #include <gtest/gtest.h>
 
 #include <map>
 #include <vector>
 
-#include "sim/toml_fields.h"
+#include "sim/config/toml_fields.h"
 
 namespace servesim {
 namespace {

@@ -11,7 +11,7 @@
 
 #include "test_util.h"
 
-#include "analysis/metrics.h"
+#include "analysis/metrics/metrics.h"
 #include "backends/roofline_backend.h"
 #include "backends/unit.h"
 #include "policies/registry.h"

@@ -11,7 +11,7 @@
 #include <map>
 #include <string>
 
-#include "analysis/database.h"
+#include "analysis/storage/database.h"
 #include "runner/sweep.h"
 
 namespace servesim {

@@ -6,9 +6,9 @@
 
 #include <set>
 
-#include "analysis/sweep_db.h"
+#include "analysis/storage/sweep_db.h"
 #include "runner/sweep.h"
-#include "sim/config.h"
+#include "sim/config/config.h"
 #include "tests/sweep_fixture.h"
 
 namespace servesim {

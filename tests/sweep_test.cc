@@ -10,8 +10,8 @@
 #include <fstream>
 #include <map>
 
-#include "analysis/merge.h"
-#include "analysis/sweep_db.h"
+#include "analysis/storage/merge.h"
+#include "analysis/storage/sweep_db.h"
 #include "runner/search.h"
 #include "tests/sweep_fixture.h"
 

@@ -1,6 +1,6 @@
-// TimelineBuckets (analysis/timeline_buckets.h): a leap's iterations, taken by range, fill the
+// TimelineBuckets (analysis/storage/timeline_buckets.h): a leap's iterations, taken by range, fill the
 // buckets exactly as its iterations taken one by one.
-#include "analysis/timeline_buckets.h"
+#include "analysis/storage/timeline_buckets.h"
 
 #include <gtest/gtest.h>
 

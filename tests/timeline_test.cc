@@ -1,4 +1,4 @@
-// The log levels and the timeline (analysis/db_recorder.h): what each --log writes, and timeline
+// The log levels and the timeline (analysis/storage/db_recorder.h): what each --log writes, and timeline
 // buckets that add up to the iterations they summarize.
 #include <gtest/gtest.h>
 

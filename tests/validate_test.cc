@@ -1,6 +1,6 @@
 // sim validate (stored predictions, and re-pricing with another hardware file) and the BatchLog
 // recorder whose rows the re-pricing reads.
-#include "analysis/validate.h"
+#include "analysis/calibration/validate.h"
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
@@ -10,9 +10,10 @@
 #include <fstream>
 #include <sstream>
 
-#include "analysis/batch_log.h"
-#include "analysis/database.h"
-#include "analysis/db_recorder.h"
+#include "analysis/calibration/logged_batches.h"
+#include "analysis/storage/batch_log.h"
+#include "analysis/storage/database.h"
+#include "analysis/storage/db_recorder.h"
 
 namespace servesim {
 namespace {

@@ -11,9 +11,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "analysis/ks_test.h"
-#include "analysis/vllm_validate.h"
-#include "sim/presets.h"
+#include "analysis/calibration/ks_test.h"
+#include "analysis/calibration/vllm_validate.h"
+#include "sim/config/presets.h"
 #include "tests/cli_harness.h"
 #include "workloads/vllm_bench_result.h"
 

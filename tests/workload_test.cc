@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "sim/toml_fields.h"
+#include "sim/config/toml_fields.h"
 #include "tests/test_util.h"
 
 #include <string>

@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "analysis/report.h"
+#include "analysis/reports/report.h"
 #include "tests/cli_harness.h"
 
 namespace servesim::testing {

@@ -3,7 +3,7 @@
 #include <limits>
 #include <string_view>
 
-#include "sim/toml_fields.h"
+#include "sim/config/toml_fields.h"
 
 namespace servesim {
 namespace {

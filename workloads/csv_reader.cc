@@ -10,7 +10,7 @@
 #include <utility>
 
 #include "sim/request.h"
-#include "sim/toml_fields.h"
+#include "sim/config/toml_fields.h"
 #include "workloads/arrival.h"
 
 namespace servesim {

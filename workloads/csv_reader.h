@@ -28,7 +28,7 @@ inline constexpr size_t kMaxLineBytes = 1 << 20;
 
 class LineReader {
  public:
-  // Opens `path` for reading. Errors: check_readable_file's (sim/toml_fields.h): a folder, a
+  // Opens `path` for reading. Errors: check_readable_file's (sim/config/toml_fields.h): a folder, a
   // device or a pipe is refused.
   static Result<LineReader> open(const std::string& path);
 

@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "sim/request.h"
-#include "sim/toml_fields.h"
+#include "sim/config/toml_fields.h"
 
 namespace servesim {
 namespace {

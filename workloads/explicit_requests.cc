@@ -5,7 +5,7 @@
 #include <unordered_map>
 #include <utility>
 
-#include "sim/toml_fields.h"
+#include "sim/config/toml_fields.h"
 #include "workloads/arrival.h"
 #include "workloads/dag.h"
 #include "workloads/prefixes.h"

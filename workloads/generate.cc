@@ -6,7 +6,7 @@
 #include <limits>
 #include <utility>
 
-#include "sim/toml_fields.h"
+#include "sim/config/toml_fields.h"
 #include "workloads/arrival.h"
 #include "workloads/distribution.h"
 #include "workloads/prefixes.h"

@@ -5,7 +5,7 @@
 #include <numeric>
 #include <vector>
 
-#include "sim/toml_fields.h"
+#include "sim/config/toml_fields.h"
 #include "workloads/arrival.h"
 #include "workloads/workload.h"
 

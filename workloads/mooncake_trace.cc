@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sim/json_text.h"
+#include "sim/config/json_text.h"
 #include "workloads/arrival.h"
 #include "workloads/csv_reader.h"
 

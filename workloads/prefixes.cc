@@ -5,7 +5,7 @@
 #include <cmath>
 #include <limits>
 
-#include "sim/toml_fields.h"
+#include "sim/config/toml_fields.h"
 
 namespace servesim {
 namespace {

@@ -5,7 +5,7 @@
 #include <limits>
 #include <numeric>
 
-#include "sim/toml_fields.h"
+#include "sim/config/toml_fields.h"
 #include "workloads/rng.h"
 
 namespace servesim {

@@ -7,7 +7,7 @@
 #include <limits>
 #include <utility>
 
-#include "sim/toml_fields.h"
+#include "sim/config/toml_fields.h"
 #include "workloads/arrival.h"
 #include "workloads/azure_trace.h"
 #include "workloads/csv_reader.h"

@@ -31,7 +31,7 @@
 #include "sim/request.h"
 #include "sim/result.h"
 #include "sim/time.h"
-#include "sim/toml_fields.h"
+#include "sim/config/toml_fields.h"
 #include "workloads/distribution.h"
 #include "workloads/prefixes.h"
 

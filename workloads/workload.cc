@@ -8,7 +8,7 @@
 
 #include <toml++/toml.h>
 
-#include "sim/toml_fields.h"
+#include "sim/config/toml_fields.h"
 #include "workloads/dag.h"
 #include "workloads/explicit_requests.h"
 #include "workloads/generate.h"

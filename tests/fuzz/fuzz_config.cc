@@ -5,8 +5,8 @@
 
 #include "policies/registry.h"
 #include "routers/registry.h"
-#include "sim/config.h"
-#include "sim/toml_fields.h"
+#include "sim/config/config.h"
+#include "sim/config/toml_fields.h"
 #include "tests/fuzz/fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

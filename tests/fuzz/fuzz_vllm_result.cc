@@ -3,7 +3,7 @@
 // gives requests within the limits, times within the horizon, and finite samples.
 #include <cmath>
 
-#include "analysis/vllm_validate.h"
+#include "analysis/calibration/vllm_validate.h"
 #include "tests/fuzz/fuzz_util.h"
 #include "workloads/vllm_bench_result.h"
 
