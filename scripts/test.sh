@@ -7,30 +7,35 @@
 # ctest summary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+start=$(date +%s)
+stamp() { echo "== [$(( $(date +%s) - start )) s] $*"; }
 QUICK=""
 if [ "${1:-}" = "--quick" ]; then QUICK=1; fi
 WERROR=OFF
 if [ -n "${CI:-}" ]; then WERROR=ON; fi
 if [ -n "$QUICK" ]; then scripts/install-deps.sh; else FUZZ=1 RAY=1 scripts/install-deps.sh; fi
 
+stamp "configure and build (build-test)"
 cmake -S . -B build-test -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSERVESIM_WERROR=$WERROR
 cmake --build build-test -j2
+stamp "the main suite"
 (cd build-test && ctest --output-on-failure -j2) | tee build-test/ctest.log
 [ "${PIPESTATUS[0]}" -eq 0 ] || exit 1
 [ -n "$QUICK" ] && exit 0
 
-echo "== the suite under AddressSanitizer and UndefinedBehaviorSanitizer"
+stamp "build the suite under AddressSanitizer and UndefinedBehaviorSanitizer"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSERVESIM_SANITIZE=ON -DSERVESIM_WERROR=$WERROR
 cmake --build build-asan -j2
+stamp "the suite under the sanitizers"
 (cd build-asan && UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 ctest --output-on-failure -j2 > ctest.log 2>&1) \
   || { tail -150 build-asan/ctest.log; exit 1; }
 sed -n '/tests passed/,$p' build-asan/ctest.log
 
-echo "== every fuzz target, 30 s each"
+stamp "every fuzz target, 30 s each"
 scripts/fuzz.sh 30
 
-echo "== the profile-guided build (scripts/build-pgo.sh) gives the plain build's metrics"
+stamp "the profile-guided build (scripts/build-pgo.sh) gives the plain build's metrics"
 mkdir -p build-pgo
 scripts/build-pgo.sh build-pgo > build-pgo/build.log 2>&1 || { tail -60 build-pgo/build.log; exit 1; }
 pgo_check=$(mktemp -d)
@@ -48,5 +53,5 @@ for case in "continuous 2048" "chunked-prefill 512"; do
 done
 rm -rf "$pgo_check"
 
-echo "== the main suite's summary"
+stamp "the main suite's summary"
 sed -n '/tests passed/,$p' build-test/ctest.log
