@@ -272,7 +272,7 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
         row.push_back(f.untried.empty() ? replicas : "<=" + replicas);
         for (std::string& c : probe_cells(p)) row.push_back(std::move(c));
         if (!f.untried.empty()) {
-          row.back() += " (" + f.untried + " not run: cannot beat the best)";
+          row.back() += " (" + f.untried + " not run: " + (f.note.empty() ? "cannot beat the best" : f.note) + ")";
         }
       }
       rows.push_back(std::move(row));

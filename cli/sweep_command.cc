@@ -139,6 +139,7 @@ int sweep_command(const std::vector<std::string>& args, std::ostream& out, std::
                                    stored.value().keys);
     if (!parsed.ok()) return bad(parsed.error().message);
     spec = std::move(parsed).value();
+    if (Status s = check_no_shadowed_presets(spec); !s.ok()) return bad(s.error().message);
     spec.fixed.insert_or_assign("db", db_path);
     options.resume_id = stored.value().id;
     options.kind = stored.value().kind;

@@ -19,6 +19,7 @@
 #include "analysis/storage/merge.h"
 #include "analysis/storage/sweep_db.h"
 #include "sim/config/json_text.h"
+#include "sim/format_number.h"
 
 namespace servesim {
 namespace {
@@ -79,19 +80,67 @@ Result<std::map<int64_t, ProbeAnswer>> parse_answer(const std::string& line, con
   return out;
 }
 
-// Why the probe's database cannot be merged as one probe ("" when it can): it must hold one run.
-std::string check_probe_db(const std::string& path) {
-  Result<std::unique_ptr<Database>> opened = Database::open_read_only(path);
-  if (!opened.ok()) return opened.error().message;
+// One text column of the first row of `sql` on `db`, with `bind` bound to ?1 ("" when none).
+std::string text_of(Database& db, const char* sql, const std::string& bind = "") {
   sqlite3_stmt* st = nullptr;
-  int64_t runs = -1;
-  if (sqlite3_prepare_v2(opened.value()->handle(), "SELECT count(*) FROM runs", -1, &st, nullptr) == SQLITE_OK &&
-      sqlite3_step(st) == SQLITE_ROW) {
-    runs = sqlite3_column_int64(st, 0);
+  std::string out;
+  if (sqlite3_prepare_v2(db.handle(), sql, -1, &st, nullptr) == SQLITE_OK) {
+    if (!bind.empty()) sqlite3_bind_text(st, 1, bind.c_str(), -1, SQLITE_TRANSIENT);
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0) != nullptr) {
+      out = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
+    }
   }
   sqlite3_finalize(st);
-  if (runs == 1) return "";
-  return path + ": expected the probe's one run, found " + (runs < 0 ? "none readable" : std::to_string(runs));
+  return out;
+}
+
+// Why the run in a probe's database is not probe i's: another name, or a grid value that differs
+// from the one probed ("" when it is the probe's).
+std::string other_probes_run(const ProbeRound& round, size_t i, const std::string& name, const std::string& config) {
+  const toml::node* want = round.tables[i].get("name");
+  if (want != nullptr && want->value_or(std::string()) != name) {
+    return "holds the run '" + name + "', not this probe's ('" + want->value_or(std::string()) + "')";
+  }
+  toml::table stored;
+  try {
+    stored = toml::parse(config);
+  } catch (const toml::parse_error&) {
+    return "holds a run whose configuration cannot be read";
+  }
+  for (size_t k = 0; k < round.keys.size() && k < round.values[i].size(); ++k) {
+    const toml::node* probed = round.values[i][k];
+    const toml::node* ran = stored.at_path(round.keys[k]).node();
+    if (probed == nullptr || ran == nullptr || !probed->is_number() || !ran->is_number()) continue;
+    const double a = probed->value_or(0.0), b = ran->value_or(0.0);
+    if (std::abs(a - b) > 1e-9 * std::max(std::abs(a), std::abs(b))) {
+      return "holds a run of " + round.keys[k] + " = " + format_number(b) + ", not the " + format_number(a) +
+             " probed";
+    }
+  }
+  return "";
+}
+
+// Why the probe's database cannot be merged as probe i ("" when it can): it must hold one run,
+// that probe's, and not one the search already holds for another point.
+std::string check_probe_db(const std::string& path, const ProbeRound& round, size_t i, Database* target) {
+  Result<std::unique_ptr<Database>> opened = Database::open_read_only(path);
+  if (!opened.ok()) return opened.error().message;
+  Database& probe = *opened.value();
+  const std::string count = text_of(probe, "SELECT count(*) FROM runs");
+  if (count != "1") {
+    return path + ": expected the probe's one run, found " + (count.empty() ? "none readable" : count);
+  }
+  const std::string name = text_of(probe, "SELECT name FROM runs");
+  if (std::string other = other_probes_run(round, i, name, text_of(probe, "SELECT config FROM runs")); !other.empty()) {
+    return path + " " + other;
+  }
+  const std::string uid = text_of(probe, "SELECT uid FROM runs");
+  if (target != nullptr && !uid.empty()) {
+    const std::string linked =
+        text_of(*target, "SELECT sweep_id FROM runs WHERE uid = ?1 AND sweep_id IS NOT NULL LIMIT 1", uid);
+    if (!linked.empty()) return path + " holds run " + uid + ", which the database already holds for sweep " + linked;
+  }
+  return "";
 }
 
 // The merged run's status, error and metrics, read back into `o`; it joins the search.
@@ -134,8 +183,8 @@ Status read_merged_run(Database& db, int64_t sweep_id, PointOutcome& o) {
 }
 
 // Merges probe i's database into the search's; its outcome in `o`.
-void merge_probe(const ProbeRound& round, const std::string& path, Database* db, PointOutcome& o) {
-  if (std::string bad = check_probe_db(path); !bad.empty()) {
+void merge_probe(const ProbeRound& round, size_t i, const std::string& path, Database* db, PointOutcome& o) {
+  if (std::string bad = check_probe_db(path, round, i, db); !bad.empty()) {
     o.status = "interrupted";  // the parent's doing, not the configuration's: rerun, it may pass
     o.error = "the probe's database " + bad;
     return;
@@ -177,7 +226,7 @@ std::vector<PointOutcome> merge_round(const ProbeRound& round, const std::map<in
       continue;
     }
     if (a.db) {
-      merge_probe(round, *a.db, db, o);
+      merge_probe(round, i, *a.db, db, o);
     } else {
       // A `sim run` that refused the configuration fails the probe; one the parent lost (its task
       // gone after its retries) is not the configuration's doing: interrupted, as a local probe a

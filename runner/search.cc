@@ -92,6 +92,15 @@ class Searcher {
       p.outcome = std::move(out[i]);
       p.miss = slo_miss(spec_.slos, p.outcome);
       if (p.outcome.storage_failed && result_.storage_error.empty()) result_.storage_error = p.outcome.error;
+      // A probe not run to its end (its task lost) is neither a pass nor a miss: the search stops
+      // rather than bisect on it, and says its answer is not established.
+      const bool signalled = options_.stop != nullptr && options_.stop->load();
+      if (p.outcome.status == "interrupted" && !p.outcome.storage_failed && !signalled &&
+          result_.executor_error.empty()) {
+        result_.executor_error = "probe " + std::to_string(p.point) + " was not run to its end" +
+                                 (p.outcome.error.empty() ? "" : " (" + p.outcome.error + ")") +
+                                 ", so whether it meets the SLOs is not known";
+      }
       indices.push_back(result_.probes.size());
       result_.probes.push_back(std::move(p));
       if (options_.on_probe) options_.on_probe(result_.probes.back());
@@ -332,6 +341,10 @@ void Searcher::search_combination(int64_t c) {
     row.note = last_miss.empty() ? "not run" : "no replica count meets the SLOs (" + last_miss + ")";
   } else if (pruned) {
     row.untried = count_range(spec_.grid[g_.replicas_axis].values, g_.replica_order, lo, hi);
+  } else if (stopped() && lo < hi) {
+    // A pass, but the bisection below it was cut short: fewer may pass too.
+    row.untried = count_range(spec_.grid[g_.replicas_axis].values, g_.replica_order, lo, hi);
+    row.note = "the search stopped first";
   }
   result_.frontier.push_back(std::move(row));
   if (found < 0) return;
@@ -432,6 +445,13 @@ std::string SearchSpec::to_toml() const {
   return out.str();
 }
 
+namespace {
+std::string option_name(std::string key) {
+  std::replace(key.begin(), key.end(), '_', '-');
+  return key;
+}
+}  // namespace
+
 Status check_search(const SearchSpec& spec) {
   if (spec.slos.empty()) {
     return Error{"no SLO: give --slo KEY=VALUE (e.g. --slo p99_ttft=2s; keys: " + known_slo_keys() + ")"};
@@ -452,6 +472,16 @@ Status check_search(const SearchSpec& spec) {
       if (k == "request_rate") {
         return Error{"grid key 'request_rate': the cheapest-configuration search serves one rate (give "
                      "--request-rate R); to find the largest rate, search without a grid"};
+      }
+      // Keys that change the traffic: each combination would be sized for other load, and the
+      // cheapest of them is not the cheapest for one workload.
+      for (const char* traffic : {"rate_scale", "time_scale", "num_prompts", "trace", "burstiness",
+                                  "max_concurrency", "seed"}) {
+        if (k == traffic) {
+          return Error{"grid key '" + k + "' changes the traffic: the cheapest-configuration search sizes "
+                       "deployments for one workload (set --" + option_name(k) + " once); compare workloads "
+                       "with a search each, or with sim sweep"};
+        }
       }
     }
   }

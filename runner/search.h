@@ -81,7 +81,8 @@ struct SearchResult {
     int64_t probe = -1;
     std::string note;
     // Replica counts below the probe's that were not run because they could not beat the best
-    // found before ("5-7"): the probe's count is then an upper bound, not the fewest that pass.
+    // found before ("5-7"), or because the search stopped first (note says so): the probe's count
+    // is then an upper bound, not the fewest that pass.
     std::string untried;
   };
   std::vector<FrontierRow> frontier;

@@ -1,6 +1,7 @@
 #include "runner/sweep.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <mutex>
 #include <optional>
@@ -14,6 +15,7 @@
 #include "sim/config/presets.h"
 #include "sim/config/toml_fields.h"
 #include "workloads/load_controls.h"
+#include "workloads/workload.h"
 
 namespace servesim {
 namespace {
@@ -315,24 +317,51 @@ std::vector<std::string> overridden_keys(const SweepSpec& spec) {
   return out;
 }
 
-void absolutize_paths(SweepSpec& spec, const std::string& base_dir) {
-  const std::filesystem::path base = base_dir.empty() ? std::filesystem::path(".") : std::filesystem::path(base_dir);
-  for (const char* key : {"trace", "hardware", "model"}) absolutize(spec.fixed.get(key), base);
-  if (toml::table* engine = spec.fixed.get_as<toml::table>("engine")) absolutize(engine->get("weights"), base);
+namespace {
+
+// Calls `f` on every value of `spec` that names a file (or a preset): the fixed trace, hardware,
+// model, engine weights and groups' hardware, and the grid's values of such keys.
+template <typename F>
+void for_each_file_value(SweepSpec& spec, F f) {
+  for (const char* key : {"trace", "hardware", "model"}) f(spec.fixed.get(key), key);
+  if (toml::table* engine = spec.fixed.get_as<toml::table>("engine")) f(engine->get("weights"), "engine.weights");
   if (toml::array* groups = spec.fixed.get_as<toml::array>("replicas")) {
     for (toml::node& g : *groups) {
-      if (toml::table* t = g.as_table()) absolutize(t->get("hardware"), base);
+      if (toml::table* t = g.as_table()) f(t->get("hardware"), "replicas.hardware");
     }
   }
   for (SweepAxis& a : spec.grid) {
     const std::vector<std::string> keys = a.keys();
     for (toml::node& v : a.values) {
       for (size_t j = 0; j < keys.size(); ++j) {
-        if (!names_a_file(keys[j])) continue;
-        absolutize(v.is_array() ? v.as_array()->get(j) : &v, base);
+        if (names_a_file(keys[j])) f(v.is_array() ? v.as_array()->get(j) : &v, keys[j]);
       }
     }
   }
+}
+
+}  // namespace
+
+void absolutize_paths(SweepSpec& spec, const std::string& base_dir) {
+  const std::filesystem::path base = base_dir.empty() ? std::filesystem::path(".") : std::filesystem::path(base_dir);
+  for_each_file_value(spec, [&](toml::node* node, const std::string&) { absolutize(node, base); });
+}
+
+Status check_no_shadowed_presets(SweepSpec& spec) {
+  Status out = Ok{};
+  for_each_file_value(spec, [&](toml::node* node, const std::string& key) {
+    const auto* s = node != nullptr ? node->as_string() : nullptr;
+    if (!out.ok() || s == nullptr || s->get().empty()) return;
+    const std::filesystem::path p(s->get());
+    std::error_code ec;
+    // A stored name that is still relative named a preset when the sweep was defined (files were
+    // stored by absolute path): a file of that name here would be run instead.
+    if (!p.is_absolute() && std::filesystem::is_regular_file(p, ec)) {
+      out = Error{key + " = \"" + s->get() + "\" named a preset when the sweep was defined, and ./" + s->get() +
+                  " in this folder would be read instead: resume from another folder"};
+    }
+  });
+  return out;
 }
 
 Result<SweepSpec> parse_sweep_spec(const std::string& text, const std::string& where,
@@ -435,19 +464,30 @@ Status check_axis(const SweepAxis& a) {
     }
   }
   if (a.values.empty()) return Error{"grid key '" + a.key + "': empty list of values"};
+  // Values compare as what they mean: 4, 4.0 and 4e0 are one number.
+  const auto same = [](const toml::node& x) {
+    if (!x.is_number()) return describe_value(x);
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%.17g", x.value_or(0.0));
+    return std::string(buf);
+  };
   std::vector<std::string> seen;
   for (const toml::node& v : a.values) {
-    std::string text;
+    std::string text, key;
     if (const toml::array* tuple = v.as_array()) {
-      for (const toml::node& x : *tuple) text += (text.empty() ? "(" : ", ") + describe_value(x);
+      for (const toml::node& x : *tuple) {
+        text += (text.empty() ? "(" : ", ") + describe_value(x);
+        key += same(x) + "\n";
+      }
       text += ")";
     } else {
       text = describe_value(v);
+      key = same(v);
     }
-    if (std::find(seen.begin(), seen.end(), text) != seen.end()) {
+    if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
       return Error{"grid key '" + a.key + "': the value " + text + " is given twice"};
     }
-    seen.push_back(text);
+    seen.push_back(key);
   }
   return Ok{};
 }
@@ -493,14 +533,20 @@ Status check_sweep(const SweepSpec& spec) {
     Result<const RouterInfo*> router = find_router(c.router);
     if (!router.ok()) return Error{prefix + "router.name: " + router.error().message};
     if (auto made = router.value()->make(c.router_options, 0); !made.ok()) return Error{prefix + made.error().message};
+    if (router.value()->needs_prefix_caching && !policy.value()->prefix_caching) {
+      return Error{prefix + "router.name: " + c.router + " routes by the replicas' prefix caches, which policy " +
+                   c.policy + " does not keep: use policy.name = \"prefix-cached\""};
+    }
     const std::pair<const std::string*, PresetKind> names[] = {
         {&c.trace, PresetKind::kWorkload}, {&c.hardware, PresetKind::kHardware}, {&c.model, PresetKind::kModel}};
     for (const auto& [value, kind] : names) {
       if (value->empty()) continue;
-      if (auto r = resolve_preset(*value, kind, kind == PresetKind::kWorkload ? "trace"
-                                               : kind == PresetKind::kHardware ? "hardware" : "model");
-          !r.ok()) {
-        return Error{prefix + r.error().message};
+      auto r = resolve_preset(*value, kind, kind == PresetKind::kWorkload ? "trace"
+                                            : kind == PresetKind::kHardware ? "hardware" : "model");
+      if (!r.ok()) return Error{prefix + r.error().message};
+      if (kind == PresetKind::kWorkload && c.burstiness > 0 && !is_generated_workload_file(r.value())) {
+        return Error{prefix + "burstiness: applies to generated workloads ([generate]); " + *value +
+                     " lists its requests, whose arrivals keep their own burstiness"};
       }
     }
   }

@@ -85,6 +85,9 @@ Result<SweepSpec> load_sweep_file(const std::string& path);
 // working directory); preset names stay as they are. A stored sweep then runs the same files
 // wherever it is resumed from. load_sweep_file does it with the file's own folder.
 void absolutize_paths(SweepSpec& spec, const std::string& base_dir);
+// Refuses a stored sweep's preset name that a file in the working folder would shadow (a resume
+// would run that file, not the preset the sweep was defined with).
+Status check_no_shadowed_presets(SweepSpec& spec);
 
 // The keys the grid sets that the fixed configuration gives too ("tp = 8"): the grid's values win.
 std::vector<std::string> overridden_keys(const SweepSpec& spec);

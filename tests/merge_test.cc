@@ -63,6 +63,28 @@ TEST_F(MergeTest, EveryTableFollowsItsRunAndAMergeRunAgainCopiesNothingTwice) {
   EXPECT_FALSE(fs::exists(db("new.db")));
 }
 
+// Regression: a database merged while its run was still going was copied as `running` and never
+// updated: the same merge once the run had ended said "1 more already there" and kept the empty copy.
+TEST_F(MergeTest, ARunMergedWhileRunningTakesItsEndOnTheNextMerge) {
+  disaggregated_run(workload_, db("a.db"));
+  fs::copy_file(db("a.db"), db("snapshot.db"));
+  exec(db("snapshot.db"), "UPDATE runs SET status = 'running', finished_at = NULL; DELETE FROM metrics;");
+  std::ostringstream log;
+  ASSERT_TRUE(merge_databases({db("snapshot.db")}, db("all.db"), log).ok());
+  EXPECT_NE(log.str().find("1 still running"), std::string::npos) << log.str();
+  ASSERT_TRUE(merge_databases({db("a.db")}, db("all.db"), log).ok());
+  EXPECT_NE(log.str().find("1 that were running now ended"), std::string::npos) << log.str();
+  EXPECT_EQ(count(db("all.db"), "SELECT count(*) FROM runs"), 1);
+  EXPECT_EQ(query_one(db("all.db"), "SELECT status FROM runs"), "done");
+  for (const char* table : {"requests", "metrics", "timeline", "distributions", "transfers"}) {
+    const std::string sql = std::string("SELECT count(*) FROM ") + table;
+    EXPECT_EQ(count(db("all.db"), sql), count(db("a.db"), sql)) << table;
+  }
+  // Merged once more, nothing changes.
+  ASSERT_TRUE(merge_databases({db("a.db")}, db("all.db"), log).ok());
+  EXPECT_EQ(count(db("all.db"), "SELECT count(*) FROM metrics"), count(db("a.db"), "SELECT count(*) FROM metrics"));
+}
+
 TEST_F(MergeTest, AStopBeforeASourceLeavesItOut) {
   disaggregated_run(workload_, db("a.db"));
   std::atomic<bool> stop{true};

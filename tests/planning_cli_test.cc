@@ -228,6 +228,54 @@ TEST_F(PlanningCli, AShortRunOfLongResponsesWithNoQueueIsNotOverloaded) {
   EXPECT_NE(over.output.find("OVERLOADED"), std::string::npos) << over.output;
 }
 
+// Regressions of the third hostile pass. A top-level policy that every group's own policy
+// replaces was used by none (the table named it); a preset name stored by a sweep was read as a
+// file of that name in the folder of the resume.
+TEST_F(PlanningCli, APolicyEveryGroupReplacesAndAShadowedPresetAreRefused) {
+  write("groups.toml",
+        "trace = 'pareto.toml'\nnum_prompts = 50\n[[replicas]]\ncount = 1\n[replicas.policy]\nname = 'continuous'\n"
+        "[[replicas]]\ncount = 1\n[replicas.policy]\nname = 'static'\n");
+  const Outcome policy = sim({"--config", "groups.toml", "--policy", "chunked-prefill", "--db", "g.db"});
+  EXPECT_EQ(policy.status, 2) << policy.output;
+  EXPECT_NE(policy.output.find("every [[replicas]] group names its own policy"), std::string::npos) << policy.output;
+  EXPECT_EQ(sim({"--config", "groups.toml", "--db", "g.db", "--log", "summary"}).status, 0);
+  ASSERT_EQ(sim({"sweep", "--trace", "pareto.toml", "--num-prompts", "20", "--hardware", "h100-sxm", "--grid",
+                 "replicas=1,2", "--db", "p.db"})
+                .status,
+            0);
+  write("h100-sxm", "not a hardware file\n");
+  const Outcome shadowed = sim({"sweep", "--resume", "1", "--db", "p.db"});
+  EXPECT_EQ(shadowed.status, 2) << shadowed.output;
+  EXPECT_NE(shadowed.output.find("named a preset when the sweep was defined"), std::string::npos) << shadowed.output;
+}
+
+// Regressions of the third hostile pass: a cheapest search over traffic (each combination sized
+// for other load), configuration errors every point shares found only after the sweep had begun
+// (each point failed, exit 1), one value in two spellings, and a damaged merge target.
+TEST_F(PlanningCli, SharedMistakesAreRefusedBeforeAnythingRuns) {
+  const Outcome traffic = sim({"search", "--trace", "pareto.toml", "--request-rate", "5", "--slo", "p99_ttft=2s",
+                               "--grid", "num_prompts=100,200", "--grid", "replicas=1,2", "--db", "t.db"});
+  EXPECT_EQ(traffic.status, 2) << traffic.output;
+  EXPECT_NE(traffic.output.find("grid key 'num_prompts' changes the traffic"), std::string::npos) << traffic.output;
+  const Outcome bursty = sim({"sweep", "--trace", "azure-conv.csv", "--burstiness", "2", "--grid", "replicas=1,2",
+                              "--db", "b.db"});
+  EXPECT_EQ(bursty.status, 2) << bursty.output;
+  EXPECT_NE(bursty.output.find("burstiness: applies to generated workloads"), std::string::npos) << bursty.output;
+  const Outcome router = sim({"sweep", "--trace", "pareto.toml", "--router", "prefix-aware", "--grid",
+                              "replicas=1,2", "--db", "b.db"});
+  EXPECT_EQ(router.status, 2) << router.output;
+  EXPECT_NE(router.output.find("routes by the replicas' prefix caches"), std::string::npos) << router.output;
+  EXPECT_FALSE(fs::exists("b.db"));
+  const Outcome twice = sim({"sweep", "--trace", "pareto.toml", "--grid", "request_rate=10,1e1", "--db", "b.db"});
+  EXPECT_EQ(twice.status, 2) << twice.output;
+  EXPECT_NE(twice.output.find("is given twice"), std::string::npos) << twice.output;
+  ASSERT_EQ(sim({"--trace", "pareto.toml", "--num-prompts", "20", "--db", "src.db", "--log", "summary"}).status, 0);
+  write("damaged.db", std::string("SQLite format 3") + std::string(1, '\0') + std::string(4000, 'x'));
+  const Outcome into = sim({"merge", "src.db", "--into", "damaged.db"});
+  EXPECT_EQ(into.status, 2) << into.output;
+  EXPECT_NE(into.output.find("--into: damaged.db"), std::string::npos) << into.output;
+}
+
 // Regressions of the second hostile pass: inputs that were dropped or misread without a word.
 TEST_F(PlanningCli, InputsThatWouldBeDroppedAreRefused) {
   write("mixed.toml",

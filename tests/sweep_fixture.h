@@ -82,4 +82,12 @@ inline std::string query_one(const std::string& path, const std::string& sql) {
   return out;
 }
 
+// Runs `sql` on the database at `path` (a test's way of shaping a database by hand).
+inline void exec(const std::string& path, const std::string& sql) {
+  auto db = Database::open(path);
+  ASSERT_TRUE(db.ok()) << db.error().message;
+  Status s = db.value()->exec(sql.c_str());
+  ASSERT_TRUE(s.ok()) << s.error().message;
+}
+
 }  // namespace servesim

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <utility>
 
@@ -123,6 +124,17 @@ Result<Workload> parse_workload_section(std::string_view text, const std::string
 }
 
 }  // namespace
+
+bool is_generated_workload_file(const std::string& path) {
+  const std::string ext = std::filesystem::path(path).extension().string();
+  if (ext != ".toml") return false;
+  try {
+    const toml::table root = toml::parse_file(path);
+    return root.contains("generate");
+  } catch (const toml::parse_error&) {
+    return false;
+  }
+}
 
 Result<Workload> parse_workload(std::string_view text, const std::string& path,
                                 std::optional<uint64_t> seed_override, const LoadControls& load) {

@@ -73,6 +73,11 @@ Result<std::unique_ptr<RequestStream>> open_request_stream(const std::string& pa
                                                           std::optional<uint64_t> seed_override,
                                                           const LoadControls& load, uint64_t* seed);
 
+// Whether the file at `path` is a [generate] workload (a TOML file with a [generate] table): the
+// workloads that draw their arrivals, to which burstiness applies. Reads only the TOML, generates
+// nothing; false for traces and for anything it cannot read (load_workload says what is wrong).
+bool is_generated_workload_file(const std::string& path);
+
 // Same from text already in memory; `path` is used only in messages and copied into Workload::path.
 Result<Workload> parse_workload(std::string_view text, const std::string& path,
                                 std::optional<uint64_t> seed_override, const LoadControls& load = {});

@@ -54,33 +54,45 @@ int64_t count(Database& db, const char* sql) {
   return n;
 }
 
-// temp.run_map(old, new, fresh): each source run's id in the target. A run the target has already
-// maps to that copy (fresh = 0): the same uid, or, for runs written before runs had one, the same
-// started_at, host, pid, name and config. The others get new ids after the target's, in the
-// source's order (fresh = 1).
+// temp.run_map(old, new, fresh, copy): each source run's id in the target. A run the target has
+// already maps to that copy (fresh = 0): the same uid, or, for runs written before runs had one, the
+// same started_at, host, pid, name and config. The others get new ids after the target's, in the
+// source's order (fresh = 1). copy = 1 for the runs whose rows are copied: the fresh ones, and the
+// ones the target holds as still running that have ended in the source (a merge taken while a sweep
+// ran, merged again once it finished: the run is replaced by its final state under its id).
 Status map_runs(Database& db) {
   const std::string uid = contains(columns(db, "runs", "src"), "uid") ? "r.uid" : "NULL";
   const std::string sql =
       "DROP TABLE IF EXISTS temp.run_map; DROP TABLE IF EXISTS temp.known; DROP TABLE IF EXISTS temp.fresh;"
-      "CREATE TEMP TABLE run_map(old INTEGER PRIMARY KEY, new INTEGER, fresh INTEGER);"
+      "CREATE TEMP TABLE run_map(old INTEGER PRIMARY KEY, new INTEGER, fresh INTEGER, copy INTEGER DEFAULT 0);"
       "CREATE TEMP TABLE known AS SELECT id, uid, started_at, host, pid, name, config FROM main.runs;"
       "CREATE INDEX temp.known_started ON known(started_at); CREATE INDEX temp.known_uid ON known(uid);"
-      "INSERT INTO run_map SELECT r.id, CASE WHEN " + uid + " IS NOT NULL THEN (SELECT k.id FROM known k WHERE k.uid = " +
+      "INSERT INTO run_map(old, new, fresh) SELECT r.id, CASE WHEN " + uid + " IS NOT NULL THEN (SELECT k.id FROM known k WHERE k.uid = " +
       uid + " ORDER BY k.id LIMIT 1) ELSE (SELECT k.id FROM known k WHERE k.uid IS NULL AND k.started_at IS "
       "r.started_at AND k.host IS r.host AND k.pid IS r.pid AND k.name IS r.name AND k.config IS r.config ORDER BY "
       "k.id LIMIT 1) END, 0 FROM src.runs r;"
       "CREATE TEMP TABLE fresh(old INTEGER PRIMARY KEY, k INTEGER);"
       "INSERT INTO fresh SELECT old, row_number() OVER (ORDER BY old) FROM run_map WHERE new IS NULL;"
       "UPDATE run_map SET fresh = 1, new = (SELECT ifnull(max(id), 0) FROM main.runs) + "
-      "(SELECT k FROM fresh WHERE fresh.old = run_map.old) WHERE new IS NULL;";
+      "(SELECT k FROM fresh WHERE fresh.old = run_map.old) WHERE new IS NULL;"
+      "UPDATE run_map SET copy = 1 WHERE fresh = 1 OR ((SELECT status FROM main.runs WHERE id = run_map.new) = "
+      "'running' AND (SELECT status FROM src.runs WHERE id = run_map.old) IS NOT 'running');";
   return db.exec(sql.c_str());
 }
 
-// Copies the fresh runs and the rows of every table that names them.
+// Copies the runs marked copy and the rows of every table that names them; a run being replaced
+// (one that was running when it was merged before) first loses the rows it had.
 Status copy_runs(Database& db) {
+  for (const char* table : kRunTables) {
+    if (columns(db, table, "main").empty()) continue;
+    const std::string drop = "DELETE FROM main." + std::string(table) +
+                             " WHERE run_id IN (SELECT new FROM temp.run_map WHERE copy = 1 AND fresh = 0);";
+    if (Status s = db.exec(drop.c_str()); !s.ok()) return s;
+  }
   const auto [names, values] = shared_columns(db, "runs", "r", {"id"});
-  const std::string sql = "INSERT INTO main.runs(id" + names + ") SELECT m.new" + values +
-                          " FROM src.runs r JOIN temp.run_map m ON m.old = r.id WHERE m.fresh = 1 ORDER BY m.new;";
+  const std::string sql = "DELETE FROM main.runs WHERE id IN (SELECT new FROM temp.run_map WHERE copy = 1 AND "
+                          "fresh = 0); INSERT INTO main.runs(id" + names + ") SELECT m.new" + values +
+                          " FROM src.runs r JOIN temp.run_map m ON m.old = r.id WHERE m.copy = 1 ORDER BY m.new;";
   if (Status s = db.exec(sql.c_str()); !s.ok()) return s;
   for (const char* table : kRunTables) {
     if (columns(db, table, "src").empty()) continue;  // the source has no such table
@@ -90,7 +102,7 @@ Status copy_runs(Database& db) {
     const auto [cols, vals] = shared_columns(db, table, "t", {"run_id"});
     const std::string copy = "INSERT OR REPLACE INTO main." + std::string(table) + "(run_id" + cols +
                              ") SELECT m.new" + vals + " FROM src." + table +
-                             " t JOIN temp.run_map m ON t.run_id = m.old WHERE m.fresh = 1;";
+                             " t JOIN temp.run_map m ON t.run_id = m.old WHERE m.copy = 1;";
     if (Status s = db.exec(copy.c_str()); !s.ok()) return s;
   }
   return Ok{};
@@ -164,6 +176,7 @@ Status map_sweeps(Database& db, int64_t& added) {
 // runs of a sweep name their sweep's new id.
 Status copy_points(Database& db) {
   const auto [names, values] = shared_columns(db, "sweep_points", "p", {"sweep_id", "point", "run_id"});
+  const bool answer = contains(columns(db, "sweeps", "src"), "answer");
   const std::string sql =
       "INSERT OR REPLACE INTO main.sweep_points(sweep_id, point, run_id" + names + ") SELECT s.new, p.point, m.new" +
       values +
@@ -171,12 +184,18 @@ Status copy_points(Database& db) {
       "LEFT JOIN temp.run_map m ON p.run_id = m.old WHERE NOT EXISTS (SELECT 1 FROM "
       "main.sweep_points q WHERE q.sweep_id = s.new AND q.point = p.point AND q.status = 'done');"
       "UPDATE main.runs SET sweep_id = (SELECT new FROM temp.sweep_map WHERE old = runs.sweep_id) "
-      "WHERE id IN (SELECT new FROM temp.run_map WHERE fresh = 1) AND sweep_id IS NOT NULL;";
+      "WHERE id IN (SELECT new FROM temp.run_map WHERE copy = 1) AND sweep_id IS NOT NULL;"
+      // A sweep the target holds as running that has since ended in the source takes its end.
+      "UPDATE main.sweeps SET (status, finished_at" + std::string(answer ? ", answer" : "") +
+      ") = (SELECT s.status, s.finished_at" + (answer ? ", s.answer" : "") + " FROM src.sweeps s JOIN "
+      "temp.sweep_map m ON m.old = s.id WHERE m.new = sweeps.id ORDER BY s.id LIMIT 1) WHERE status = 'running' "
+      "AND id IN (SELECT m.new FROM temp.sweep_map m JOIN src.sweeps s ON s.id = m.old WHERE s.status IS NOT "
+      "'running');";
   return db.exec(sql.c_str());
 }
 
 struct SourceCounts {
-  int64_t runs = 0, known = 0, sweeps = 0;
+  int64_t runs = 0, known = 0, sweeps = 0, updated = 0, running = 0;
 };
 
 // The target ids of the source's runs, in the source's id order (temp.run_map).
@@ -193,11 +212,31 @@ std::vector<int64_t> mapped_runs(Database& db) {
 Status merge_one(Database& db, SourceCounts& counts) {
   if (Status s = map_runs(db); !s.ok()) return s;
   counts.runs = count(db, "SELECT count(*) FROM temp.run_map WHERE fresh = 1");
-  counts.known = count(db, "SELECT count(*) FROM temp.run_map WHERE fresh = 0");
+  counts.known = count(db, "SELECT count(*) FROM temp.run_map WHERE fresh = 0 AND copy = 0");
+  counts.updated = count(db, "SELECT count(*) FROM temp.run_map WHERE fresh = 0 AND copy = 1");
+  counts.running = count(db, "SELECT count(*) FROM src.runs WHERE status = 'running'");
   if (Status s = copy_runs(db); !s.ok()) return s;
   if (columns(db, "sweeps", "src").empty()) return Ok{};
   if (Status s = map_sweeps(db, counts.sweeps); !s.ok()) return s;
   return copy_points(db);
+}
+
+// Why the servesim database at `path` cannot be merged from or into ("" when it can): not one, or
+// damaged (SQLite's quick check, its first finding only).
+std::string unusable(const std::string& path) {
+  auto check = Database::open_read_only(path);  // a servesim database, of any schema version
+  if (!check.ok()) return check.error().message;
+  std::string first;
+  sqlite3_stmt* st = nullptr;
+  const bool readable = sqlite3_prepare_v2(check.value()->handle(), "PRAGMA quick_check", -1, &st, nullptr) == SQLITE_OK;
+  if (readable && sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0) != nullptr) {
+    first = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
+  }
+  sqlite3_finalize(st);
+  if (readable && first == "ok") return "";
+  if (first.empty()) first = check.value()->error_message();
+  if (const size_t end = first.find('\n'); end != std::string::npos) first = first.substr(0, end) + " ...";
+  return path + " is damaged (" + first + ")";
 }
 
 // Refuses what would merge wrongly before anything is written.
@@ -215,19 +254,16 @@ Status check_sources(const std::vector<std::string>& sources, const std::string&
         return Error{s + " is given twice (as " + sources[j] + " and " + s + "); give each database once"};
       }
     }
-    auto check = Database::open_read_only(s);  // a servesim database, of any schema version
-    if (!check.ok()) return check.error();
     // A damaged source is said before anything is written, by its own name.
-    std::vector<std::string> result;
-    sqlite3_stmt* st = nullptr;
-    if (sqlite3_prepare_v2(check.value()->handle(), "PRAGMA quick_check", -1, &st, nullptr) == SQLITE_OK) {
-      while (sqlite3_step(st) == SQLITE_ROW) result.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(st, 0)));
+    if (std::string why = unusable(s); !why.empty()) {
+      return Error{why + (why.find(" is damaged") != std::string::npos
+                              ? ": nothing was merged; restore it, or merge the others"
+                              : "")};
     }
-    const bool readable = st != nullptr;
-    sqlite3_finalize(st);
-    if (!readable || result.empty() || result.front() != "ok") {
-      return Error{s + " is damaged (" + (result.empty() ? check.value()->error_message() : result.front()) +
-                   "): nothing was merged; restore it, or merge the others"};
+  }
+  if (fs::exists(into, ec)) {
+    if (std::string why = unusable(into); !why.empty()) {
+      return Error{"--into: " + why + ": nothing was merged; merge into a new file"};
     }
   }
   return Ok{};
@@ -285,6 +321,10 @@ Result<MergeOutcome> merge_databases(const std::vector<std::string>& sources, co
     outcome.run_ids.push_back(std::move(run_ids));
     out << s << ": " << counts.runs << " runs"
         << (counts.known ? " (" + std::to_string(counts.known) + " more already there)" : "")
+        << (counts.updated ? ", " + std::to_string(counts.updated) + " that were running now ended" : "")
+        << (counts.running ? ", " + std::to_string(counts.running) +
+                                 " still running (merge again once they end to take their results)"
+                           : "")
         << (counts.sweeps ? ", " + std::to_string(counts.sweeps) + " new sweeps" : "") << " -> " << into << "\n";
   }
   return outcome;

@@ -236,6 +236,14 @@ Result<RunConfig> resolve_config(toml::table table) {
                             ", ...), or leave a group without it to take this one");
       }
     }
+    const toml::table* top_policy = table.get_as<toml::table>("policy");
+    if (top.ok() && top_policy != nullptr && top_policy->contains("name") &&
+        std::all_of(c.replica_groups.begin(), c.replica_groups.end(),
+                    [](const ReplicaGroup& g) { return !g.policy.empty(); })) {
+      top.refuse("policy", "name: every [[replicas]] group names its own policy, so this one would be used by "
+                           "none: set it in the groups (replicas[0].policy.name, ...), or leave a group's "
+                           "policy without a name to take this one");
+    }
   } else {
     c.replicas = static_cast<int32_t>(top.integer("replicas", c.replicas, 1, 4096));
   }
