@@ -19,7 +19,7 @@ rm -rf "$profile"
 mkdir -p "$profile"
 
 echo "servesim: instrumented build in $out"
-cmake -S . -B "$out" -DCMAKE_BUILD_TYPE=Release -DSERVESIM_TESTS=OFF -DSERVESIM_PGO=generate \
+cmake -S . -B "$out" -DCMAKE_BUILD_TYPE=Release -DSERVESIM_TESTS=OFF -DSERVESIM_UNITY=ON -DSERVESIM_PGO=generate \
   -DSERVESIM_PGO_DIR="$profile" > /dev/null
 cmake --build "$out" -j2 --target sim
 

@@ -14,7 +14,7 @@ if [ ${#TARGETS[@]} -eq 0 ]; then TARGETS=(workload traces hardware model config
 FUZZ=1 scripts/install-deps.sh
 mkdir -p build-fuzz
 cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
-      -DSERVESIM_FUZZ=ON -DSERVESIM_TESTS=OFF > build-fuzz/build.log 2>&1 \
+      -DSERVESIM_FUZZ=ON -DSERVESIM_TESTS=OFF -DSERVESIM_UNITY=ON > build-fuzz/build.log 2>&1 \
   || { cat build-fuzz/build.log; exit 2; }
 cmake --build build-fuzz -j2 >> build-fuzz/build.log 2>&1 || { tail -40 build-fuzz/build.log; exit 2; }
 

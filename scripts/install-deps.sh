@@ -2,11 +2,13 @@
 # Installs the Debian packages servesim builds with. Safe to run again; needs root (or sudo).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# What building and running `sim` needs (scripts/setup.sh):
 PACKAGES=(cmake make g++ libboost-program-options-dev libboost-graph-dev libsqlite3-dev
-          libtomlplusplus-dev nlohmann-json3-dev libgtest-dev sqlite3 python3
-          libjs-chart.js chromium libnlopt-dev)
+          libtomlplusplus-dev nlohmann-json3-dev sqlite3 python3 libjs-chart.js libnlopt-dev)
 # libnlopt-dev: NLopt's BOBYQA, the optimiser of `sim calibrate`.
-# libjs-chart.js: Chart.js, built into `sim report --html` pages; chromium: their browser test.
+# libjs-chart.js: Chart.js, built into `sim report --html` pages.
+# The tests (scripts/test.sh, TEST=1) add GoogleTest, and Chromium for the HTML pages' browser test.
+if [ -n "${TEST:-}" ]; then PACKAGES+=(libgtest-dev chromium); fi
 # The fuzz targets (scripts/fuzz.sh, and CI's fuzz step) need clang and its libFuzzer runtime.
 if [ -n "${FUZZ:-}" ]; then PACKAGES+=(clang libclang-rt-14-dev); fi
 # Sweeps on Ray (scripts/ray_sweep.py and its test) need Ray from PyPI, in a virtual environment.

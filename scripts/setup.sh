@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DSERVESIM_TESTS=OFF
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DSERVESIM_TESTS=OFF -DSERVESIM_UNITY=ON
 cmake --build build -j2
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
