@@ -45,7 +45,7 @@ def timed(cmd, **kw):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sim", default=os.path.join(ROOT, "build", "sim", "sim"))
-    ap.add_argument("--trace", default=os.path.join(ROOT, "..", "shared", "traces", "AzureLLMInferenceTrace_conv.csv"))
+    ap.add_argument("--trace", default=os.path.join(ROOT, "data", "traces", "azure-conv.csv"))
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--skip-processes", action="store_true")
     a = ap.parse_args()

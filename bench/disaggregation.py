@@ -19,7 +19,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-TRACES = os.path.join(ROOT, "..", "shared", "traces")
+TRACES = os.path.join(ROOT, "data", "traces")
 
 
 def run(sim, args, db):
@@ -34,7 +34,7 @@ def run(sim, args, db):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sim", default=os.path.join(ROOT, "build", "sim", "sim"))
-    ap.add_argument("--trace", default=os.path.join(TRACES, "AzureLLMInferenceTrace_conv.csv"))
+    ap.add_argument("--trace", default=os.path.join(TRACES, "azure-conv.csv"))
     ap.add_argument("--model", default="llama-2-7b")
     ap.add_argument("--hardware", default="a100-80gb")
     ap.add_argument("--gpus", type=int, default=4)

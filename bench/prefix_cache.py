@@ -50,7 +50,7 @@ def remove_db(db):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sim", default=os.path.join(ROOT, "build", "sim", "sim"))
-    ap.add_argument("--trace", default=os.path.join(ROOT, "..", "shared", "traces", "conversation_trace.jsonl"))
+    ap.add_argument("--trace", default=os.path.join(ROOT, "data", "traces", "mooncake-conversation.jsonl"))
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--models", default="qwen2.5-7b,llama-3-8b")
     ap.add_argument("--logs", default="summary,requests")

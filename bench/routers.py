@@ -18,7 +18,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-TRACES = os.path.join(ROOT, "..", "shared", "traces")
+TRACES = os.path.join(ROOT, "data", "traces")
 ROUTERS = [["round-robin"], ["least-outstanding"], ["prefix-aware"],
            ["prefix-aware", "--set", "router.balance_abs_threshold=4"]]
 METRICS = ["request_throughput", "prefix_hit_rate", "ttft_mean", "ttft_p99", "tpot_mean", "tpot_p99"]
@@ -56,8 +56,8 @@ def main():
         if a.trace:
             table(a.sim, a.trace, a.model, a.replicas, tmp)
         else:
-            table(a.sim, os.path.join(TRACES, "AzureLLMInferenceTrace_conv.csv"), "llama-2-7b", a.replicas, tmp)
-            table(a.sim, os.path.join(TRACES, "conversation_trace.jsonl"), "mistral-7b", a.replicas, tmp)
+            table(a.sim, os.path.join(TRACES, "azure-conv.csv"), "llama-2-7b", a.replicas, tmp)
+            table(a.sim, os.path.join(TRACES, "mooncake-conversation.jsonl"), "mistral-7b", a.replicas, tmp)
     return 0
 
 

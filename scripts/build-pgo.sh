@@ -5,7 +5,7 @@
 # continuous batching and chunked prefill, on 1 and 8 replicas, with and without the per-request
 # rows; the final build then lays out and inlines the code by the branch and call counts recorded.
 # It takes twice the time of a plain build, for about 5-8 % less wall time on
-# bench/replay_100k.py (README: Speed and memory). The results are the same as any build's.
+# bench/replay_100k.py (docs/benchmarks.md). The results are the same as any build's.
 #
 #   scripts/build-pgo.sh [BUILD_DIR]     (default: build-pgo; the program is BUILD_DIR/sim/sim)
 #

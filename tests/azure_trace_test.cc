@@ -118,7 +118,7 @@ TEST(AzureTrace, Errors) {
   }
 }
 
-// The full traces shipped in data/workloads: every row replays (the load time is measured in bench/ and
+// The full traces shipped in data/traces: every row replays (the load time is measured in bench/ and
 // reported by whoever changes the reader, not asserted here).
 TEST(AzureTrace, ShippedTraces) {
   struct Trace {

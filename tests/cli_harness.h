@@ -90,9 +90,9 @@ class Cli : public ::testing::Test {
 };
 
 
-// A real trace shipped with servesim (data/workloads/README.md).
+// A real trace shipped with servesim (data/traces/README.md).
 inline std::string shipped_trace(const std::string& name) {
-  return (std::filesystem::path(SERVESIM_PROJECT_DIR) / "data" / "workloads" / name).string();
+  return (std::filesystem::path(SERVESIM_PROJECT_DIR) / "data" / "traces" / name).string();
 }
 
 }  // namespace servesim::testing

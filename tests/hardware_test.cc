@@ -100,7 +100,7 @@ TEST(Hardware, CalibratedFilesChangeOnlyTheirEfficiencies) {
     EXPECT_NE(c.gemm_efficiency, b.gemm_efficiency);
   }
   // Vidur's A100 decodes read the KV cache at about 98 % of peak bandwidth once the fixed cost per
-  // sequence is apart (README); the chunk's own tokens attend at about half the rate of the cache's.
+  // sequence is apart (docs/guide.md); the chunk's own tokens attend at about half the rate of the cache's.
   const HardwareSpec a100 = load_ok("a100-80gb-vidur.toml");
   EXPECT_NEAR(a100.attention_efficiency, 0.9839, 1e-9);
   EXPECT_NEAR(a100.attention_sequence_overhead, 1.209e-6, 1e-15);

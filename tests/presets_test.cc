@@ -1,8 +1,11 @@
 #include "sim/config/presets.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -27,12 +30,27 @@ TEST(Presets, ShippedWorkloadsAreFoundByNameWithOrWithoutExtension) {
   EXPECT_EQ(fs::path(b.value()).filename(), "seed-toy.toml");
 }
 
+TEST(Presets, ShippedTracesAreFoundByNameInTheTracesFolder) {
+  for (const char* name : {"azure-conv.csv", "azure-code", "mooncake-conversation.jsonl"}) {
+    Result<std::string> r = resolve_preset(name, PresetKind::kWorkload, "--trace");
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(fs::path(r.value()).parent_path().filename(), "traces") << r.value();
+    EXPECT_EQ(preset_display_name(r.value(), PresetKind::kWorkload), fs::path(r.value()).stem().string());
+  }
+  const std::vector<std::string> names = list_presets(PresetKind::kWorkload);
+  for (const char* name : {"azure-conv.csv", "azure-code.csv", "mooncake-conversation.jsonl", "pareto.toml"}) {
+    EXPECT_NE(std::find(names.begin(), names.end(), name), names.end()) << name;
+  }
+  EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
+}
+
 TEST(Presets, AMissingNameListsThePresets) {
   Result<std::string> r = resolve_preset("nope.toml", PresetKind::kWorkload, "--trace");
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message.find("--trace"), std::string::npos);
   EXPECT_NE(r.error().message.find("pareto.toml"), std::string::npos);
   EXPECT_NE(r.error().message.find("seed-toy.toml"), std::string::npos);
+  EXPECT_NE(r.error().message.find("azure-conv.csv"), std::string::npos);
   Result<std::string> p = resolve_preset("some/dir/x.toml", PresetKind::kWorkload, "--trace");
   ASSERT_FALSE(p.ok());
   EXPECT_NE(p.error().message.find("no such file"), std::string::npos);
@@ -47,6 +65,19 @@ TEST(Presets, TheEnvironmentComesFirst) {
   unsetenv("SERVESIM_DATA");
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(fs::path(r.value()), dir / "workloads" / "mine.toml");
+}
+
+TEST(Presets, TheEnvironmentsTracesFolderIsSearchedToo) {
+  const fs::path dir = fs::path(servesim::testing::temp_path("presets_env_traces"));
+  fs::create_directories(dir / "traces");
+  std::ofstream(dir / "traces" / "mine-trace.csv") << "arrived_at,num_prefill_tokens,num_decode_tokens\n0,1,1\n";
+  setenv("SERVESIM_DATA", dir.c_str(), 1);
+  Result<std::string> r = resolve_preset("mine-trace", PresetKind::kWorkload, "--trace");
+  const std::vector<std::string> names = list_presets(PresetKind::kWorkload);
+  unsetenv("SERVESIM_DATA");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(fs::path(r.value()), dir / "traces" / "mine-trace.csv");
+  EXPECT_EQ(names, std::vector<std::string>{"mine-trace.csv"});
 }
 
 }  // namespace

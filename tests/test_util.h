@@ -20,8 +20,8 @@
 namespace servesim::testing {
 
 inline const std::string kExcerpts = SERVESIM_PROJECT_DIR "/tests/data/traces/";
-// The real traces shipped with servesim (data/workloads/README.md).
-inline const std::string kShippedTraces = SERVESIM_PROJECT_DIR "/data/workloads/";
+// The real traces shipped with servesim (data/traces/README.md).
+inline const std::string kShippedTraces = SERVESIM_PROJECT_DIR "/data/traces/";
 
 // The path of a file `name` in a folder of the running test's own (ctest runs a file's tests side
 // by side, and CI may run two builds' tests at once: a fixed name in the temp folder races).

@@ -34,7 +34,7 @@ namespace servesim {
 // Gathers each simulated request as vLLM's client would have seen it: ttft, every token's gap,
 // latency (finished - sent), the send time as start_time and the wait for a --max-concurrency slot
 // as queue_time. It sees every batch item, so the replicas step through every iteration (no
-// leaps); the results are the same (README, Speed and memory).
+// leaps); the results are the same (docs/benchmarks.md).
 class VllmRequestRecorder : public Recorder {
  public:
   // size: the requests in the file; the workload's ids are "r<i>", i the file position

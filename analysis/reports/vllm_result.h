@@ -3,7 +3,7 @@
 // results read ours unchanged: the same keys, in the same order, with the same units
 // (milliseconds for latencies, seconds for the duration and the per-request lists).
 //
-// What differs, because a simulator is not a client (the README says the same):
+// What differs, because a simulator is not a client (docs/guide.md, Reports, says the same):
 //   - date is the run's start; endpoint_type and backend are "servesim"; model_id and
 //     tokenizer_id are the run's model; label is the run's name (null when it has none);
 //   - request_rate is the one given (--request-rate), else the workload's mean arrival rate (its

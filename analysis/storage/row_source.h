@@ -1,8 +1,8 @@
 // Rows in memory as a table that SQLite reads: `INSERT INTO t(...) SELECT ?1, * FROM name` stores a
 // whole batch of them in one statement, SQLite taking each value straight from the caller's rows.
 // Binding a prepared INSERT's values and stepping it once per row costs a call per value and per
-// row; the writer of a run spends most of its time there (bench/replay_100k.py, the README's
-// "Performance"). The table is SQLite's eponymous kind: nothing is created in the database.
+// row; the writer of a run spends most of its time there (bench/replay_100k.py, docs/benchmarks.md).
+// The table is SQLite's eponymous kind: nothing is created in the database.
 #pragma once
 
 #include <sqlite3.h>

@@ -21,6 +21,13 @@ const char* subdir(PresetKind kind) {
   return "";
 }
 
+// The folders of a data folder that hold presets of a kind: a workload is a generated workload
+// (workloads/) or a shipped trace (traces/).
+std::vector<std::string> subdirs(PresetKind kind) {
+  if (kind == PresetKind::kWorkload) return {"workloads", "traces"};
+  return {subdir(kind)};
+}
+
 std::vector<std::string> extensions(PresetKind kind) {
   switch (kind) {
     case PresetKind::kWorkload: return {"", ".toml", ".csv", ".jsonl"};
@@ -71,9 +78,11 @@ Result<std::string> resolve_preset(std::string_view value, PresetKind kind, std:
     return Error{std::string(option) + ": " + (readable.ok() ? v + ": cannot open file" : readable.error().message)};
   }
   for (const std::string& dir : data_dirs()) {
-    for (const std::string& ext : extensions(kind)) {
-      const fs::path p = fs::path(dir) / subdir(kind) / (v + ext);
-      if (is_file(p)) return p.string();
+    for (const std::string& sub : subdirs(kind)) {
+      for (const std::string& ext : extensions(kind)) {
+        const fs::path p = fs::path(dir) / sub / (v + ext);
+        if (is_file(p)) return p.string();
+      }
     }
   }
   std::string known;
@@ -86,13 +95,15 @@ Result<std::string> resolve_preset(std::string_view value, PresetKind kind, std:
 std::vector<std::string> list_presets(PresetKind kind) {
   for (const std::string& dir : data_dirs()) {
     std::set<std::string> names;
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(fs::path(dir) / subdir(kind), ec)) {
-      if (!e.is_regular_file()) continue;
-      const std::string ext = e.path().extension().string();
-      const auto exts = extensions(kind);
-      if (!ext.empty() && std::find(exts.begin(), exts.end(), ext) != exts.end()) {
-        names.insert(e.path().filename().string());
+    for (const std::string& sub : subdirs(kind)) {
+      std::error_code ec;
+      for (const auto& e : fs::directory_iterator(fs::path(dir) / sub, ec)) {
+        if (!e.is_regular_file()) continue;
+        const std::string ext = e.path().extension().string();
+        const auto exts = extensions(kind);
+        if (!ext.empty() && std::find(exts.begin(), exts.end(), ext) != exts.end()) {
+          names.insert(e.path().filename().string());
+        }
       }
     }
     if (!names.empty()) return {names.begin(), names.end()};
@@ -106,8 +117,10 @@ std::string preset_display_name(const std::string& path, PresetKind kind) {
   const fs::path file = fs::weakly_canonical(path, ec);
   if (ec) return path;
   for (const std::string& dir : data_dirs()) {
-    const fs::path folder = fs::weakly_canonical(fs::path(dir) / subdir(kind), ec);
-    if (!ec && file.parent_path() == folder) return file.stem().string();
+    for (const std::string& sub : subdirs(kind)) {
+      const fs::path folder = fs::weakly_canonical(fs::path(dir) / sub, ec);
+      if (!ec && file.parent_path() == folder) return file.stem().string();
+    }
   }
   return path;
 }

@@ -1,8 +1,9 @@
-// Shipped presets (example workloads, hardware files, model files) and how a name on the command
-// line finds one. A value that names an existing file is that file; otherwise it is looked up in the
-// data folders, in order: $SERVESIM_DATA, then the installed data folder for an installed `sim` or
-// the source tree's data/ for one run from its build folder, then the other. So
-// `sim --trace pareto.toml` works from any directory.
+// Shipped presets (example workloads and real traces, hardware files, model files) and how a name
+// on the command line finds one. A value that names an existing file is that file; otherwise it is
+// looked up in the data folders, in order: $SERVESIM_DATA, then the installed data folder for an
+// installed `sim` or the source tree's data/ for one run from its build folder, then the other; in
+// each, a workload in workloads/ and then traces/. So `sim --trace pareto.toml` and
+// `sim --trace azure-conv.csv` work from any directory.
 #pragma once
 
 #include <optional>
