@@ -208,11 +208,10 @@ Status check_tensor_parallel(const ModelSpec& model, int64_t tp) {
                " GPUs cannot share evenly (vLLM refuses it too); tp can be " + good};
 }
 
-Result<ModelSpec> load_model(const std::string& path) {
-  Result<std::string> read = read_text_file(path, kMaxModelConfigBytes);
-  if (!read.ok()) return read.error();
-  const std::string& text = read.value();
+namespace {
 
+// The config.json's root object.
+Result<json> parse_model_json(const std::string& path, const std::string& text) {
   json root;
   if (const auto failure = parse_json(text, root)) {
     std::string what = failure->message;
@@ -226,8 +225,11 @@ Result<ModelSpec> load_model(const std::string& path) {
                  ": malformed JSON: " + what};
   }
   if (!root.is_object()) return Error{path + ": expected a JSON object (a config.json)"};
+  return root;
+}
 
-  // The architecture: architectures[0], else model_type.
+// The architecture: architectures[0], else model_type.
+Result<const ArchDefaults*> find_architecture(const std::string& path, const json& root) {
   const ArchDefaults* arch = nullptr;
   std::string named;
   if (auto it = root.find("architectures"); it != root.end() && !it->is_null()) {
@@ -250,57 +252,60 @@ Result<ModelSpec> load_model(const std::string& path) {
   if (arch == nullptr)
     return Error{path + ": unsupported architecture \"" + named + "\"; supported: " +
                  supported_list()};
+  return arch;
+}
 
-  Fields f(root, path);
-  ModelSpec m;
-  m.name = file_stem(path);
-  m.path = path;
-  m.architecture = arch->architecture;
-  m.hidden_size = f.integer("hidden_size", arch->hidden, 1, kMaxModelHidden);
-  m.intermediate_size = f.integer("intermediate_size", arch->intermediate, 1, kMaxModelHidden * 8);
-  m.num_layers = f.integer("num_hidden_layers", arch->layers, 1, kMaxModelLayers);
-  m.num_heads = f.integer("num_attention_heads", arch->heads, 1, kMaxModelHeads);
-  const int64_t kv_default = arch->kv_heads > 0 ? arch->kv_heads : m.num_heads;
+// The model's shape, each key defaulting to its architecture's (errors collect in f.error).
+void read_shape(Fields& f, const ArchDefaults& arch, ModelSpec& m) {
+  m.hidden_size = f.integer("hidden_size", arch.hidden, 1, kMaxModelHidden);
+  m.intermediate_size = f.integer("intermediate_size", arch.intermediate, 1, kMaxModelHidden * 8);
+  m.num_layers = f.integer("num_hidden_layers", arch.layers, 1, kMaxModelLayers);
+  m.num_heads = f.integer("num_attention_heads", arch.heads, 1, kMaxModelHeads);
+  const int64_t kv_default = arch.kv_heads > 0 ? arch.kv_heads : m.num_heads;
   m.num_kv_heads = f.integer("num_key_value_heads", kv_default, 1, kMaxModelHeads);
-  m.vocab_size = f.integer("vocab_size", arch->vocab, 1, kMaxModelVocab);
+  m.vocab_size = f.integer("vocab_size", arch.vocab, 1, kMaxModelVocab);
   m.max_position_embeddings =
-      f.integer("max_position_embeddings", arch->max_positions, 1, kMaxTokens);
+      f.integer("max_position_embeddings", arch.max_positions, 1, kMaxTokens);
   // transformers 5 moves rope_theta into rope_parameters.
   const json* rope = f.find("rope_theta");
   if (rope == nullptr)
     if (const json* rp = f.find("rope_parameters"); rp != nullptr && rp->is_object())
       if (auto it = rp->find("rope_theta"); it != rp->end() && !it->is_null()) rope = &*it;
-  m.rope_theta = f.positive(rope, "rope_theta", arch->rope_theta, 1e30);
-  m.rms_norm_eps = f.positive("rms_norm_eps", arch->rms_norm_eps, 1.0);
+  m.rope_theta = f.positive(rope, "rope_theta", arch.rope_theta, 1e30);
+  m.rms_norm_eps = f.positive("rms_norm_eps", arch.rms_norm_eps, 1.0);
   m.tie_word_embeddings = f.boolean("tie_word_embeddings", false);
   // Qwen2 always has Q, K and V biases; attention_bias adds them (its o_proj bias is not counted).
-  m.qkv_bias = arch->qkv_bias || f.boolean("attention_bias", false);
-  m.num_experts = f.integer("num_local_experts", arch->num_experts, 1, kMaxModelExperts);
-  m.experts_per_token = f.integer("num_experts_per_tok", arch->experts_per_token, 1, kMaxModelExperts);
-  m.sliding_window = f.integer("sliding_window", arch->sliding_window, 0, kMaxTokens);
+  m.qkv_bias = arch.qkv_bias || f.boolean("attention_bias", false);
+  m.num_experts = f.integer("num_local_experts", arch.num_experts, 1, kMaxModelExperts);
+  m.experts_per_token = f.integer("num_experts_per_tok", arch.experts_per_token, 1, kMaxModelExperts);
+  m.sliding_window = f.integer("sliding_window", arch.sliding_window, 0, kMaxTokens);
   if (m.architecture == std::string("Qwen2ForCausalLM") && !f.boolean("use_sliding_window", false))
     m.sliding_window = 0;
-  if (f.error) return *f.error;
+}
 
+// The heads' split, and head_dim (given, or hidden_size over the heads).
+Status read_heads(Fields& f, const std::string& path, ModelSpec& m) {
   if (m.num_heads % m.num_kv_heads != 0)
     return Error{path + ": key \"num_key_value_heads\": " + std::to_string(m.num_kv_heads) +
                  " does not divide num_attention_heads " + std::to_string(m.num_heads)};
   if (m.experts_per_token > m.num_experts)
     return Error{path + ": key \"num_experts_per_tok\": " + std::to_string(m.experts_per_token) +
                  " exceeds num_local_experts " + std::to_string(m.num_experts)};
-
   if (f.find("head_dim") != nullptr) {
     m.head_dim = f.integer("head_dim", 0, 1, kMaxModelHeadDim);
     if (f.error) return *f.error;
-  } else {
-    if (m.hidden_size % m.num_heads != 0)
-      return Error{path + ": key \"num_attention_heads\": " + std::to_string(m.num_heads) +
-                   " does not divide hidden_size " + std::to_string(m.hidden_size) +
-                   "; give head_dim"};
-    m.head_dim = m.hidden_size / m.num_heads;
+    return Ok{};
   }
+  if (m.hidden_size % m.num_heads != 0)
+    return Error{path + ": key \"num_attention_heads\": " + std::to_string(m.num_heads) +
+                 " does not divide hidden_size " + std::to_string(m.hidden_size) +
+                 "; give head_dim"};
+  m.head_dim = m.hidden_size / m.num_heads;
+  return Ok{};
+}
 
-  // torch_dtype (renamed dtype in recent transformers); absent: the struct's default (bf16).
+// torch_dtype (renamed dtype in recent transformers); absent: the struct's default (bf16).
+Status read_dtype(Fields& f, const std::string& path, ModelSpec& m) {
   for (const char* key : {"torch_dtype", "dtype"}) {
     const json* v = f.find(key);
     if (v == nullptr) continue;
@@ -311,6 +316,28 @@ Result<ModelSpec> load_model(const std::string& path) {
     m.dtype = d.value();
     break;
   }
+  return Ok{};
+}
+
+}  // namespace
+
+Result<ModelSpec> load_model(const std::string& path) {
+  Result<std::string> read = read_text_file(path, kMaxModelConfigBytes);
+  if (!read.ok()) return read.error();
+  Result<json> root = parse_model_json(path, read.value());
+  if (!root.ok()) return root.error();
+  Result<const ArchDefaults*> arch = find_architecture(path, root.value());
+  if (!arch.ok()) return arch.error();
+
+  Fields f(root.value(), path);
+  ModelSpec m;
+  m.name = file_stem(path);
+  m.path = path;
+  m.architecture = arch.value()->architecture;
+  read_shape(f, *arch.value(), m);
+  if (f.error) return *f.error;
+  if (Status s = read_heads(f, path, m); !s.ok()) return s.error();
+  if (Status s = read_dtype(f, path, m); !s.ok()) return s.error();
   return m;
 }
 

@@ -80,6 +80,65 @@ int probe_command(const std::vector<std::string>& args, std::ostream& out, std::
   return kExitOk;
 }
 
+// One hardware preset's line: its memory, bandwidth, compute and ridge point; false when it does
+// not load (said on `err`).
+bool hardware_line(const std::string& path, const std::string& stem, char (&line)[256], std::ostream& err) {
+  Result<HardwareSpec> h = load_hardware(path);
+  if (!h.ok()) {
+    err << "sim list: " << h.error().message << "\n";
+    return false;
+  }
+  const HardwareSpec& hw = h.value();
+  // The ridge point: FLOP per byte where compute time and memory time meet.
+  std::snprintf(line, sizeof line, "%-16s %-26s %8.1f %9.0f %9.0f %10.0f\n", stem.c_str(),
+                hw.name.substr(0, 26).c_str(), hw.memory_bytes / (1 << 30),
+                hw.memory_bandwidth / 1e9, hw.fp16_flops / 1e12, hw.ridge_point());
+  return true;
+}
+
+// One model preset's line: its architecture, size, KV per token and context.
+bool model_line(const std::string& path, const std::string& stem, char (&line)[256], std::ostream& err) {
+  Result<ModelSpec> m = load_model(path);
+  if (!m.ok()) {
+    err << "sim list: " << m.error().message << "\n";
+    return false;
+  }
+  const ModelSpec& md = m.value();
+  std::snprintf(line, sizeof line, "%-16s %-20s %8.2fB %7.2fGB %11.0f %8lld\n", stem.c_str(),
+                md.architecture.substr(0, 20).c_str(), md.num_params() / 1e9,
+                md.weight_bytes(md.dtype) / 1e9, md.kv_bytes_per_token(md.dtype),
+                static_cast<long long>(md.max_position_embeddings));
+  return true;
+}
+
+// `sim list hardware` and `sim list models`: a table of the presets.
+void list_presets_table(PresetKind kind, const std::string& what, std::ostream& out, std::ostream& err) {
+  const std::vector<std::string> names = list_presets(kind);
+  if (names.empty()) out << "(no " << what << " presets are installed)\n";
+  char line[256];
+  if (kind == PresetKind::kHardware) {
+    std::snprintf(line, sizeof line, "%-16s %-26s %8s %9s %9s %10s\n", "preset", "name", "GiB",
+                  "GB/s", "TFLOP/s", "FLOP/byte");
+  } else {
+    std::snprintf(line, sizeof line, "%-16s %-20s %9s %9s %11s %8s\n", "preset", "architecture",
+                  "params", "weights", "KV B/token", "context");
+  }
+  out << line;
+  for (const std::string& n : names) {
+    const std::string path = resolve_preset(n, kind, "list").value();
+    const std::string stem = n.substr(0, n.rfind('.'));
+    const bool listed = kind == PresetKind::kHardware ? hardware_line(path, stem, line, err)
+                                                      : model_line(path, stem, line, err);
+    if (listed) out << line;
+  }
+  if (kind == PresetKind::kHardware) {
+    out << "(dense FP16/BF16 peak; FLOP/byte is the ridge point. `--hardware FILE` takes your own.)\n";
+  } else {
+    out << "(weights and KV at the model's torch_dtype. `--model FILE` takes any config.json of "
+           "these families.)\n";
+  }
+}
+
 int list_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   const std::string what = args.empty() ? "" : args.front();
   if (what == "runs") return list_runs_command(std::vector<std::string>(args.begin() + 1, args.end()), out, err);
@@ -101,53 +160,7 @@ int list_command(const std::vector<std::string>& args, std::ostream& out, std::o
   } else if (what == "backends") {
     for (const BackendInfo& b : backend_registry()) out << b.name << "\n  " << b.summary << "\n";
   } else {
-    const PresetKind kind = what == "hardware" ? PresetKind::kHardware : PresetKind::kModel;
-    const std::vector<std::string> names = list_presets(kind);
-    if (names.empty()) out << "(no " << what << " presets are installed)\n";
-    char line[256];
-    if (kind == PresetKind::kHardware) {
-      std::snprintf(line, sizeof line, "%-16s %-26s %8s %9s %9s %10s\n", "preset", "name", "GiB",
-                    "GB/s", "TFLOP/s", "FLOP/byte");
-      out << line;
-    } else {
-      std::snprintf(line, sizeof line, "%-16s %-20s %9s %9s %11s %8s\n", "preset", "architecture",
-                    "params", "weights", "KV B/token", "context");
-      out << line;
-    }
-    for (const std::string& n : names) {
-      const std::string path = resolve_preset(n, kind, "list").value();
-      const std::string stem = n.substr(0, n.rfind('.'));
-      if (kind == PresetKind::kHardware) {
-        Result<HardwareSpec> h = load_hardware(path);
-        if (!h.ok()) {
-          err << "sim list: " << h.error().message << "\n";
-          continue;
-        }
-        const HardwareSpec& hw = h.value();
-        // The ridge point: FLOP per byte where compute time and memory time meet.
-        std::snprintf(line, sizeof line, "%-16s %-26s %8.1f %9.0f %9.0f %10.0f\n", stem.c_str(),
-                      hw.name.substr(0, 26).c_str(), hw.memory_bytes / (1 << 30),
-                      hw.memory_bandwidth / 1e9, hw.fp16_flops / 1e12, hw.ridge_point());
-      } else {
-        Result<ModelSpec> m = load_model(path);
-        if (!m.ok()) {
-          err << "sim list: " << m.error().message << "\n";
-          continue;
-        }
-        const ModelSpec& md = m.value();
-        std::snprintf(line, sizeof line, "%-16s %-20s %8.2fB %7.2fGB %11.0f %8lld\n", stem.c_str(),
-                      md.architecture.substr(0, 20).c_str(), md.num_params() / 1e9,
-                      md.weight_bytes(md.dtype) / 1e9, md.kv_bytes_per_token(md.dtype),
-                      static_cast<long long>(md.max_position_embeddings));
-      }
-      out << line;
-    }
-    if (kind == PresetKind::kHardware) {
-      out << "(dense FP16/BF16 peak; FLOP/byte is the ridge point. `--hardware FILE` takes your own.)\n";
-    } else {
-      out << "(weights and KV at the model's torch_dtype. `--model FILE` takes any config.json of "
-             "these families.)\n";
-    }
+    list_presets_table(what == "hardware" ? PresetKind::kHardware : PresetKind::kModel, what, out, err);
   }
   return kExitOk;
 }

@@ -203,22 +203,12 @@ Result<RunConfig> config_from_flags(const po::variables_map& vm) {
   return resolve_config(std::move(table).value());
 }
 
-int run_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  po::variables_map vm;
-  try {
-    po::options_description all;
-    all.add(run_options()).add(seeds_options());
-    po::store(po::command_line_parser(args).options(all).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    return bad_input(err, std::string(e.what()) + "\nTry 'sim --help'.");
-  }
-  if (vm.count("help") != 0) {
-    print_run_help(out);
-    return kExitOk;
-  }
+namespace {
 
-  const bool bootstrap = vm.count("bootstrap") != 0;
+// A set of runs (--seeds, --model-uncertainty) is its own command; --bootstrap and --jobs are
+// checked against them. The exit status when the flags are handled (or refused) here; nullopt:
+// one run.
+std::optional<int> run_sets(const po::variables_map& vm, bool bootstrap, std::ostream& out, std::ostream& err) {
   if (bootstrap && vm.count("seeds") != 0) {
     return bad_input(err, "give --seeds (reruns of a generated workload) or --bootstrap (resamples of one run's "
                           "requests), not both");
@@ -233,6 +223,57 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
   if (vm.count("jobs") != 0 && !bootstrap) {
     return bad_input(err, "--jobs goes with --seeds, --model-uncertainty or --bootstrap (sim sweep has its own)");
   }
+  return std::nullopt;
+}
+
+// The run's summary, how it ended as an exit status, and its resamples when asked for.
+int finish_run(const RunOutput& result, const RunConfig& config, const std::optional<BootstrapOptions>& resampling,
+               std::ostream& out, std::ostream& err) {
+  if (result.run_id == 0) {  // interrupted while loading
+    err << "sim: " << result.error << "\n";
+    return kExitInterrupted;
+  }
+  print_summary(out, result.header, result.metrics);
+  if (!result.write_error.empty()) {
+    err << "sim: writing " << config.db << " failed: " << result.write_error << "\n";
+    return kExitFailed;
+  }
+  if (result.status == "failed") {
+    err << "sim: run " << result.run_id << " failed: " << result.error << "\n";
+    return result.bad_input ? kExitBadInput : kExitFailed;
+  }
+  if (result.status == "interrupted") {
+    err << "sim: interrupted; run " << result.run_id << " keeps what was logged (status interrupted)\n";
+    return kExitInterrupted;
+  }
+  if (resampling) {  // read back from the database, as sim report --bootstrap does
+    Result<std::unique_ptr<Database>> db = Database::open_read_only(config.db);
+    if (!db.ok()) return bad_input(err, db.error().message);
+    Result<BootstrapResult> b = read_bootstrap(*db.value(), result.run_id, config.backend == "unit", *resampling);
+    if (!b.ok()) return bad_input(err, b.error().message);
+    print_bootstrap_summary(out, b.value());
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+int run_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  po::variables_map vm;
+  try {
+    po::options_description all;
+    all.add(run_options()).add(seeds_options());
+    po::store(po::command_line_parser(args).options(all).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    return bad_input(err, std::string(e.what()) + "\nTry 'sim --help'.");
+  }
+  if (vm.count("help") != 0) {
+    print_run_help(out);
+    return kExitOk;
+  }
+  const bool bootstrap = vm.count("bootstrap") != 0;
+  if (std::optional<int> handled = run_sets(vm, bootstrap, out, err)) return *handled;
 
   // From here on SIGINT, SIGTERM and SIGHUP stop the run cleanly instead of killing the process.
   const StopSignals stop;
@@ -261,32 +302,7 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
     err << "sim: writing " << config.db << " failed: " << ran.error().message << "\n";
     return kExitFailed;
   }
-  const RunOutput& result = ran.value();
-  if (result.run_id == 0) {  // interrupted while loading
-    err << "sim: " << result.error << "\n";
-    return kExitInterrupted;
-  }
-  print_summary(out, result.header, result.metrics);
-  if (!result.write_error.empty()) {
-    err << "sim: writing " << config.db << " failed: " << result.write_error << "\n";
-    return kExitFailed;
-  }
-  if (result.status == "failed") {
-    err << "sim: run " << result.run_id << " failed: " << result.error << "\n";
-    return result.bad_input ? kExitBadInput : kExitFailed;
-  }
-  if (result.status == "interrupted") {
-    err << "sim: interrupted; run " << result.run_id << " keeps what was logged (status interrupted)\n";
-    return kExitInterrupted;
-  }
-  if (resampling) {  // read back from the database, as sim report --bootstrap does
-    Result<std::unique_ptr<Database>> db = Database::open_read_only(config.db);
-    if (!db.ok()) return bad_input(err, db.error().message);
-    Result<BootstrapResult> b = read_bootstrap(*db.value(), result.run_id, config.backend == "unit", *resampling);
-    if (!b.ok()) return bad_input(err, b.error().message);
-    print_bootstrap_summary(out, b.value());
-  }
-  return kExitOk;
+  return finish_run(ran.value(), config, resampling, out, err);
 }
 
 }  // namespace servesim

@@ -91,9 +91,7 @@ std::vector<std::string> probe_cells(const SearchProbe& p) {
 const std::vector<std::string> kProbeHeaders = {"gpus", "nodes", "req/s", "p99_ttft_ms", "p99_tpot_ms",
                                                 "p99_e2el_ms", "rejected", "usd/hour", "verdict"};
 
-}  // namespace
-
-int search_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+po::options_description search_options() {
   po::options_description search("Options of `sim search`");
   // clang-format off
   search.add_options()
@@ -110,8 +108,185 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
     ("probes-external", "let the process that started this one run each round's probes (scripts/ray_search.py "
      "runs them on Ray): a request line on stdout, the answer on stdin (runner/external_probes.h)");
   // clang-format on
+  return search;
+}
+
+// The flags' search: the fixed configuration, the SLOs, the grid and the search's own settings.
+Result<SearchSpec> read_search_flags(const po::variables_map& vm) {
+  SearchSpec spec;
+  Result<toml::table> flags = config_table_from_flags(vm);
+  if (!flags.ok()) return flags.error();
+  spec.fixed = std::move(flags).value();
+  if (const auto* name = spec.fixed.get_as<std::string>("name")) {
+    spec.name = name->get();
+    spec.fixed.erase("name");
+  }
+  if (vm.count("slo")) {
+    for (const std::string& token : vm["slo"].as<std::vector<std::string>>()) {
+      auto slo = parse_slo(token);
+      if (!slo.ok()) return slo.error();
+      spec.slos.push_back(slo.value());
+    }
+  }
+  if (vm.count("grid")) {
+    for (const std::string& token : vm["grid"].as<std::vector<std::string>>()) {
+      auto axis = parse_grid_flag(token);
+      if (!axis.ok()) return axis.error();
+      spec.grid.push_back(std::move(axis).value());
+    }
+  }
+  if (vm.count("minimize")) {
+    spec.minimize = vm["minimize"].as<std::string>();
+    if (spec.minimize != "gpus" && spec.minimize != "nodes" && spec.minimize != "cost_per_hour" &&
+        spec.minimize != "cost_per_million_output_tokens") {
+      return Error{"--minimize '" + spec.minimize +
+                   "': expected gpus, nodes, cost_per_hour or cost_per_million_output_tokens"};
+    }
+    if (spec.grid.empty()) return Error{"--minimize chooses among the configurations of a --grid"};
+  }
+  if (vm.count("start-rate")) spec.start_rate = vm["start-rate"].as<double>();
+  if (vm.count("precision")) spec.precision = vm["precision"].as<double>();
+  return spec;
+}
+
+// Flags that belong to the other kind of search.
+Status check_search_kind(const SearchSpec& spec, const po::variables_map& vm) {
+  if (!spec.grid.empty() && (vm.count("start-rate") || vm.count("precision"))) {
+    return Error{"--start-rate and --precision belong to the rate search (without --grid)"};
+  }
+  for (const char* scale : {"time_scale", "rate_scale"}) {
+    if (spec.grid.empty() && spec.fixed.contains(scale)) {
+      return Error{std::string("--") + (scale[0] == 't' ? "time-scale" : "rate-scale") +
+                   ": the rate search chooses the rate itself; give a --grid to find the cheapest configuration "
+                   "at a scaled rate"};
+    }
+  }
+  if (spec.grid.empty() && spec.fixed.contains("request_rate")) {
+    return Error{"--request-rate: the rate search chooses the rate; give a --grid to find the cheapest "
+                 "configuration for that rate"};
+  }
+  return Ok{};
+}
+
+// The files it names, by absolute path (a probe run on another machine, or from another folder,
+// finds the same ones); and the fixed values the grid replaces, said.
+void absolutize_search(SearchSpec& spec, std::ostream& err) {
+  SweepSpec files{spec.name, "summary", std::move(spec.fixed), std::move(spec.grid)};
+  absolutize_paths(files, "");
+  for (const std::string& key : overridden_keys(files)) {
+    err << "sim search: note: the grid replaces " << key << " of the fixed configuration in every probe\n";
+  }
+  spec.fixed = std::move(files.fixed);
+  spec.grid = std::move(files.grid);
+}
+
+// The search of the flags, checked.
+Result<SearchSpec> search_spec(const po::variables_map& vm, std::ostream& err) {
+  Result<SearchSpec> spec = read_search_flags(vm);
+  if (!spec.ok()) return spec;
+  if (Status s = check_search_kind(spec.value(), vm); !s.ok()) return s.error();
+  absolutize_search(spec.value(), err);
+  if (Status s = check_search(spec.value()); !s.ok()) return s.error();
+  return spec;
+}
+
+std::vector<std::string> header_with_probes(std::vector<std::string> header) {
+  header.insert(header.end(), kProbeHeaders.begin(), kProbeHeaders.end());
+  return header;
+}
+
+// A rate search's probes, by rate.
+std::vector<std::vector<std::string>> rate_rows(const SearchResult& r) {
+  std::vector<const SearchProbe*> sorted;
+  for (const SearchProbe& p : r.probes) sorted.push_back(&p);
+  std::stable_sort(sorted.begin(), sorted.end(), [](const SearchProbe* a, const SearchProbe* b) {
+    return a->values[0]->value_or(0.0) < b->values[0]->value_or(0.0);
+  });
+  std::vector<std::vector<std::string>> rows = {header_with_probes({"probe", "request_rate"})};
+  for (const SearchProbe* p : sorted) {
+    char rate[32];
+    std::snprintf(rate, sizeof rate, "%.4g", p->values[0]->value_or(0.0));
+    std::vector<std::string> row = {std::to_string(p->point), rate};
+    for (std::string& c : probe_cells(*p)) row.push_back(std::move(c));
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+// One combination: its probes, by the swept values.
+std::vector<std::vector<std::string>> combination_rows(const SearchResult& r) {
+  std::vector<std::vector<std::string>> rows = {header_with_probes(r.keys)};
+  std::vector<const SearchProbe*> sorted;
+  for (const SearchProbe& p : r.probes) sorted.push_back(&p);
+  std::stable_sort(sorted.begin(), sorted.end(), [](const SearchProbe* a, const SearchProbe* b) {
+    for (size_t i = 0; i < a->values.size(); ++i) {
+      const double x = a->values[i]->value_or(0.0), y = b->values[i]->value_or(0.0);
+      const double xi = static_cast<double>(a->values[i]->value_or(int64_t{0}));
+      const double yi = static_cast<double>(b->values[i]->value_or(int64_t{0}));
+      if (x + xi != y + yi) return x + xi < y + yi;
+    }
+    return false;
+  });
+  for (const SearchProbe* p : sorted) {
+    std::vector<std::string> row;
+    for (const toml::node* v : p->values) row.push_back(value_text(v));
+    for (std::string& c : probe_cells(*p)) row.push_back(std::move(c));
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+// The frontier's row `f`: the combination's fewest replicas that pass.
+std::vector<std::string> frontier_cells(const SearchResult& r, const SearchResult::FrontierRow& f) {
+  std::vector<std::string> row = {f.label};
+  if (f.probe < 0) {
+    row.push_back("-");
+    for (size_t i = 0; i + 1 < kProbeHeaders.size(); ++i) row.push_back("-");
+    row.push_back(f.note);
+    return row;
+  }
+  const SearchProbe& p = r.probes[static_cast<size_t>(f.probe)];
+  std::string replicas = "-";
+  for (size_t i = 0; i < r.keys.size(); ++i) {
+    if (r.keys[i] == "replicas") replicas = value_text(p.values[i]);
+  }
+  // Fewer replicas were not run (they could not beat the best): this count is an upper bound.
+  row.push_back(f.untried.empty() ? replicas : "<=" + replicas);
+  for (std::string& c : probe_cells(p)) row.push_back(std::move(c));
+  if (!f.untried.empty()) {
+    row.back() += " (" + f.untried + " not run: " + (f.note.empty() ? "cannot beat the best" : f.note) + ")";
+  }
+  return row;
+}
+
+// The search's table: a rate search's probes, one combination's probes, or the frontier.
+std::vector<std::vector<std::string>> result_rows(const SearchSpec& spec, const SearchResult& r) {
+  if (spec.grid.empty()) return rate_rows(r);
+  if (r.frontier.size() == 1) return combination_rows(r);
+  std::vector<std::vector<std::string>> rows = {header_with_probes({"configuration", "replicas"})};
+  for (const SearchResult::FrontierRow& f : r.frontier) rows.push_back(frontier_cells(r, f));
+  return rows;
+}
+
+// The search's exit status, and why it failed, on `err`.
+int search_exit(const SearchResult& r, std::ostream& err) {
+  if (!r.storage_error.empty()) {
+    err << "sim search: " << r.storage_error << "\n";
+    return kExitFailed;
+  }
+  if (!r.executor_error.empty()) {
+    err << "sim search: " << r.executor_error << "\n";
+    return kExitFailed;
+  }
+  if (r.interrupted) return kExitInterrupted;
+  return kExitOk;
+}
+
+}  // namespace
+
+int search_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   po::options_description all;
-  all.add(search).add(run_options());
+  all.add(search_options()).add(run_options());
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(args).options(all).run(), vm);
@@ -129,65 +304,9 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
     return kExitBadInput;
   };
   const StopSignals stop;
-  SearchSpec spec;
-  Result<toml::table> flags = config_table_from_flags(vm);
-  if (!flags.ok()) return bad(flags.error().message);
-  spec.fixed = std::move(flags).value();
-  if (const auto* name = spec.fixed.get_as<std::string>("name")) {
-    spec.name = name->get();
-    spec.fixed.erase("name");
-  }
-  if (vm.count("slo")) {
-    for (const std::string& token : vm["slo"].as<std::vector<std::string>>()) {
-      auto slo = parse_slo(token);
-      if (!slo.ok()) return bad(slo.error().message);
-      spec.slos.push_back(slo.value());
-    }
-  }
-  if (vm.count("grid")) {
-    for (const std::string& token : vm["grid"].as<std::vector<std::string>>()) {
-      auto axis = parse_grid_flag(token);
-      if (!axis.ok()) return bad(axis.error().message);
-      spec.grid.push_back(std::move(axis).value());
-    }
-  }
-  if (vm.count("minimize")) {
-    spec.minimize = vm["minimize"].as<std::string>();
-    if (spec.minimize != "gpus" && spec.minimize != "nodes" && spec.minimize != "cost_per_hour" &&
-        spec.minimize != "cost_per_million_output_tokens") {
-      return bad("--minimize '" + spec.minimize +
-                 "': expected gpus, nodes, cost_per_hour or cost_per_million_output_tokens");
-    }
-    if (spec.grid.empty()) return bad("--minimize chooses among the configurations of a --grid");
-  }
-  if (vm.count("start-rate")) spec.start_rate = vm["start-rate"].as<double>();
-  if (vm.count("precision")) spec.precision = vm["precision"].as<double>();
-  if (!spec.grid.empty() && (vm.count("start-rate") || vm.count("precision"))) {
-    return bad("--start-rate and --precision belong to the rate search (without --grid)");
-  }
-  for (const char* scale : {"time_scale", "rate_scale"}) {
-    if (spec.grid.empty() && spec.fixed.contains(scale)) {
-      return bad(std::string("--") + (scale[0] == 't' ? "time-scale" : "rate-scale") +
-                 ": the rate search chooses the rate itself; give a --grid to find the cheapest configuration "
-                 "at a scaled rate");
-    }
-  }
-  if (spec.grid.empty() && spec.fixed.contains("request_rate")) {
-    return bad("--request-rate: the rate search chooses the rate; give a --grid to find the cheapest "
-               "configuration for that rate");
-  }
-  {
-    // The files it names, by absolute path (a probe run on another machine, or from another
-    // folder, finds the same ones); and the fixed values the grid replaces, said.
-    SweepSpec files{spec.name, "summary", std::move(spec.fixed), std::move(spec.grid)};
-    absolutize_paths(files, "");
-    for (const std::string& key : overridden_keys(files)) {
-      err << "sim search: note: the grid replaces " << key << " of the fixed configuration in every probe\n";
-    }
-    spec.fixed = std::move(files.fixed);
-    spec.grid = std::move(files.grid);
-  }
-  if (Status s = check_search(spec); !s.ok()) return bad(s.error().message);
+  Result<SearchSpec> checked = search_spec(vm, err);
+  if (!checked.ok()) return bad(checked.error().message);
+  const SearchSpec& spec = checked.value();
   SearchOptions options;
   options.jobs = vm.count("jobs") ? vm["jobs"].as<int>() : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (options.jobs < 1 || options.jobs > 1024) return bad("--jobs: expected 1 to 1024");
@@ -210,89 +329,12 @@ int search_command(const std::vector<std::string>& args, std::ostream& out, std:
   }
   const SearchResult& r = ran.value();
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-
-  std::vector<std::vector<std::string>> rows;
-  if (spec.grid.empty()) {
-    // The probes by rate.
-    std::vector<const SearchProbe*> sorted;
-    for (const SearchProbe& p : r.probes) sorted.push_back(&p);
-    std::stable_sort(sorted.begin(), sorted.end(), [](const SearchProbe* a, const SearchProbe* b) {
-      return a->values[0]->value_or(0.0) < b->values[0]->value_or(0.0);
-    });
-    std::vector<std::string> header = {"probe", "request_rate"};
-    header.insert(header.end(), kProbeHeaders.begin(), kProbeHeaders.end());
-    rows.push_back(header);
-    for (const SearchProbe* p : sorted) {
-      char rate[32];
-      std::snprintf(rate, sizeof rate, "%.4g", p->values[0]->value_or(0.0));
-      std::vector<std::string> row = {std::to_string(p->point), rate};
-      for (std::string& c : probe_cells(*p)) row.push_back(std::move(c));
-      rows.push_back(std::move(row));
-    }
-  } else if (r.frontier.size() == 1) {
-    // One combination: its probes, by the swept values.
-    std::vector<std::string> header = r.keys;
-    header.insert(header.end(), kProbeHeaders.begin(), kProbeHeaders.end());
-    rows.push_back(header);
-    std::vector<const SearchProbe*> sorted;
-    for (const SearchProbe& p : r.probes) sorted.push_back(&p);
-    std::stable_sort(sorted.begin(), sorted.end(), [](const SearchProbe* a, const SearchProbe* b) {
-      for (size_t i = 0; i < a->values.size(); ++i) {
-        const double x = a->values[i]->value_or(0.0), y = b->values[i]->value_or(0.0);
-        const double xi = static_cast<double>(a->values[i]->value_or(int64_t{0}));
-        const double yi = static_cast<double>(b->values[i]->value_or(int64_t{0}));
-        if (x + xi != y + yi) return x + xi < y + yi;
-      }
-      return false;
-    });
-    for (const SearchProbe* p : sorted) {
-      std::vector<std::string> row;
-      for (const toml::node* v : p->values) row.push_back(value_text(v));
-      for (std::string& c : probe_cells(*p)) row.push_back(std::move(c));
-      rows.push_back(std::move(row));
-    }
-  } else {
-    // The frontier: each combination's fewest replicas that pass.
-    std::vector<std::string> header = {"configuration", "replicas"};
-    header.insert(header.end(), kProbeHeaders.begin(), kProbeHeaders.end());
-    rows.push_back(header);
-    for (const SearchResult::FrontierRow& f : r.frontier) {
-      std::vector<std::string> row = {f.label};
-      if (f.probe < 0) {
-        row.push_back("-");
-        for (size_t i = 0; i + 1 < kProbeHeaders.size(); ++i) row.push_back("-");
-        row.push_back(f.note);
-      } else {
-        const SearchProbe& p = r.probes[static_cast<size_t>(f.probe)];
-        std::string replicas = "-";
-        for (size_t i = 0; i < r.keys.size(); ++i) {
-          if (r.keys[i] == "replicas") replicas = value_text(p.values[i]);
-        }
-        // Fewer replicas were not run (they could not beat the best): this count is an upper bound.
-        row.push_back(f.untried.empty() ? replicas : "<=" + replicas);
-        for (std::string& c : probe_cells(p)) row.push_back(std::move(c));
-        if (!f.untried.empty()) {
-          row.back() += " (" + f.untried + " not run: " + (f.note.empty() ? "cannot beat the best" : f.note) + ")";
-        }
-      }
-      rows.push_back(std::move(row));
-    }
-  }
-  print_table(out, rows);
+  print_table(out, result_rows(spec, r));
   char line[200];
   std::snprintf(line, sizeof line, "%zu probes in %.2f s with %d jobs; search %lld in %s\n", r.probes.size(),
                 wall, options.jobs, static_cast<long long>(r.sweep_id), r.db_path.c_str());
   out << line << "Answer: " << r.answer << "\n";
-  if (!r.storage_error.empty()) {
-    err << "sim search: " << r.storage_error << "\n";
-    return kExitFailed;
-  }
-  if (!r.executor_error.empty()) {
-    err << "sim search: " << r.executor_error << "\n";
-    return kExitFailed;
-  }
-  if (r.interrupted) return kExitInterrupted;
-  return kExitOk;
+  return search_exit(r, err);
 }
 
 }  // namespace servesim

@@ -69,9 +69,7 @@ Result<std::pair<int64_t, int64_t>> parse_shard(const std::string& s) {
   return Error{"--shard '" + s + "': expected I/N with 0 <= I < N, e.g. --shard 0/4 (Slurm: $SLURM_ARRAY_TASK_ID/N)"};
 }
 
-}  // namespace
-
-int sweep_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+po::options_description sweep_options() {
   po::options_description sweep("Options of `sim sweep`");
   // clang-format off
   sweep.add_options()
@@ -83,8 +81,118 @@ int sweep_command(const std::vector<std::string>& args, std::ostream& out, std::
     ("shard", po::value<std::string>()->value_name("I/N"), "run only the points p with p % N == I (for array jobs)")
     ("dry-run", "check the sweep and print its points (JSON: db, points, keys) without running or writing anything");
   // clang-format on
+  return sweep;
+}
+
+// --resume ID: the stored sweep's definition, as it was; `options` learn its id and kind.
+Result<SweepSpec> resumed_spec(const po::variables_map& vm, SweepOptions& options) {
+  if (vm.count("grid") || vm.count("file")) return Error{"--resume reruns a stored sweep; it takes no grid or sweep file"};
+  // Every run option would be dropped: the stored definition is what resumes.
+  const po::options_description run = run_options();
+  for (const auto& option : run.options()) {
+    const std::string name = option->long_name();
+    if (name != "db" && name != "help" && name != "quiet" && vm.count(name) != 0) {
+      return Error{"--resume reruns the sweep as it was defined; it takes no run options (--" + name +
+                   "): start a new sweep for another configuration"};
+    }
+  }
+  const std::string db_path = vm.count("db") ? vm["db"].as<std::string>() : RunConfig{}.db;
+  auto db = Database::open_read_only(db_path);
+  if (!db.ok()) return db.error();
+  auto stored = read_sweep(*db.value(), vm["resume"].as<int64_t>());
+  if (!stored.ok()) return stored.error();
+  if (stored.value().kind == "search") {
+    return Error{"sweep " + std::to_string(stored.value().id) + " is a search, whose probes depend on the "
+                 "answers before them: run the search again rather than resuming it"};
+  }
+  auto parsed = parse_sweep_spec(stored.value().spec, db_path + ": sweep " + std::to_string(stored.value().id),
+                                 stored.value().keys);
+  if (!parsed.ok()) return parsed.error();
+  SweepSpec spec = std::move(parsed).value();
+  if (Status s = check_no_shadowed_presets(spec); !s.ok()) return s.error();
+  spec.fixed.insert_or_assign("db", db_path);
+  options.resume_id = stored.value().id;
+  options.kind = stored.value().kind;
+  return spec;
+}
+
+// A new sweep: the sweep file's, with the flags' fixed values and grid.
+Result<SweepSpec> new_spec(const po::variables_map& vm, std::ostream& err) {
+  SweepSpec spec;
+  if (vm.count("file")) {
+    auto loaded = load_sweep_file(vm["file"].as<std::string>());
+    if (!loaded.ok()) return loaded.error();
+    spec = std::move(loaded).value();
+  }
+  Result<toml::table> flags = config_table_from_flags(vm);
+  if (!flags.ok()) return flags.error();
+  merge_into(spec.fixed, flags.value());
+  // --name names the sweep; its points are named after it and their values.
+  if (const auto* name = spec.fixed.get_as<std::string>("name")) {
+    spec.name = name->get();
+    spec.fixed.erase("name");
+  }
+  if (vm.count("grid")) {
+    for (const std::string& token : vm["grid"].as<std::vector<std::string>>()) {
+      auto axis = parse_grid_flag(token);
+      if (!axis.ok()) return axis.error();
+      if (Status s = add_grid_flag(spec, std::move(axis).value()); !s.ok()) return s.error();
+    }
+  }
+  absolutize_paths(spec, "");  // a resume from another folder runs the same files
+  note_overridden_keys(spec, err);
+  return spec;
+}
+
+// The measuring engines time real work: points side by side would slow each other down.
+void one_at_a_time_if_measuring(const SweepSpec& spec, SweepOptions& options, std::ostream& err) {
+  if (options.jobs <= 1) return;
+  bool measuring = false;
+  for (const SweepAxis& a : spec.grid) {
+    if (a.key != "backend") continue;
+    for (const toml::node& v : a.values) measuring = measuring || is_measuring_backend(v.value_or(std::string()));
+  }
+  if (const auto* b = spec.fixed.get_as<std::string>("backend")) measuring = measuring || is_measuring_backend(b->get());
+  if (measuring) {
+    err << "sim sweep: note: the cpu and cuda engines measure real time, so their points run one at a time\n";
+    options.jobs = 1;
+  }
+}
+
+// The sweep's table and tally, and its exit status (with how to finish it when it stopped short).
+int print_sweep_outcome(const SweepResult& r, double wall, int jobs, std::ostream& out, std::ostream& err) {
+  if (Status s = print_sweep_report(r.db_path, r.sweep_id, ReportFormat::kText, out); !s.ok()) {
+    err << "sim sweep: " << s.error().message << "\n";
+  }
+  int64_t done = 0, failed = 0, interrupted = 0;
+  for (const PointOutcome& o : r.points) {
+    (o.status == "done" ? done : o.status == "interrupted" ? interrupted : failed) += 1;
+  }
+  char line[256];
+  std::snprintf(line, sizeof line, "%zu points run in %.2f s with %d jobs: %lld done, %lld failed, %lld interrupted",
+                r.points.size(), wall, jobs, static_cast<long long>(done),
+                static_cast<long long>(failed), static_cast<long long>(interrupted));
+  out << line << (r.skipped ? "; " + std::to_string(r.skipped) + " skipped (done already, or other shards)" : "")
+      << ". Sweep " << r.sweep_id << " in " << r.db_path << "\n";
+  const std::string resume = "sim sweep --resume " + std::to_string(r.sweep_id) + " --db " + r.db_path +
+                             (r.shard.empty() ? "" : " --shard " + r.shard);
+  if (!r.storage_error.empty()) {
+    err << "sim sweep: " << r.storage_error << "\nsim sweep: the points not written are to be run again: make room, "
+        << "then: " << resume << "\n";
+    return kExitFailed;
+  }
+  if (r.interrupted) {
+    err << "sim sweep: interrupted; finish it with: " << resume << "\n";
+    return kExitInterrupted;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+int sweep_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   po::options_description all;
-  all.add(sweep).add(run_options());
+  all.add(sweep_options()).add(run_options());
   po::positional_options_description positional;
   positional.add("file", 1);
   po::variables_map vm;
@@ -113,60 +221,9 @@ int sweep_command(const std::vector<std::string>& args, std::ostream& out, std::
     if (!shard.ok()) return bad(shard.error().message);
     options.shard = shard.value();
   }
-
-  SweepSpec spec;
-  if (vm.count("resume")) {
-    if (vm.count("grid") || vm.count("file")) return bad("--resume reruns a stored sweep; it takes no grid or sweep file");
-    // Every run option would be dropped: the stored definition is what resumes.
-    const po::options_description run = run_options();
-    for (const auto& option : run.options()) {
-      const std::string name = option->long_name();
-      if (name != "db" && name != "help" && name != "quiet" && vm.count(name) != 0) {
-        return bad("--resume reruns the sweep as it was defined; it takes no run options (--" + name +
-                   "): start a new sweep for another configuration");
-      }
-    }
-    const std::string db_path = vm.count("db") ? vm["db"].as<std::string>() : RunConfig{}.db;
-    auto db = Database::open_read_only(db_path);
-    if (!db.ok()) return bad(db.error().message);
-    auto stored = read_sweep(*db.value(), vm["resume"].as<int64_t>());
-    if (!stored.ok()) return bad(stored.error().message);
-    if (stored.value().kind == "search") {
-      return bad("sweep " + std::to_string(stored.value().id) + " is a search, whose probes depend on the "
-                 "answers before them: run the search again rather than resuming it");
-    }
-    auto parsed = parse_sweep_spec(stored.value().spec, db_path + ": sweep " + std::to_string(stored.value().id),
-                                   stored.value().keys);
-    if (!parsed.ok()) return bad(parsed.error().message);
-    spec = std::move(parsed).value();
-    if (Status s = check_no_shadowed_presets(spec); !s.ok()) return bad(s.error().message);
-    spec.fixed.insert_or_assign("db", db_path);
-    options.resume_id = stored.value().id;
-    options.kind = stored.value().kind;
-  } else {
-    if (vm.count("file")) {
-      auto loaded = load_sweep_file(vm["file"].as<std::string>());
-      if (!loaded.ok()) return bad(loaded.error().message);
-      spec = std::move(loaded).value();
-    }
-    Result<toml::table> flags = config_table_from_flags(vm);
-    if (!flags.ok()) return bad(flags.error().message);
-    merge_into(spec.fixed, flags.value());
-    // --name names the sweep; its points are named after it and their values.
-    if (const auto* name = spec.fixed.get_as<std::string>("name")) {
-      spec.name = name->get();
-      spec.fixed.erase("name");
-    }
-    if (vm.count("grid")) {
-      for (const std::string& token : vm["grid"].as<std::vector<std::string>>()) {
-        auto axis = parse_grid_flag(token);
-        if (!axis.ok()) return bad(axis.error().message);
-        if (Status s = add_grid_flag(spec, std::move(axis).value()); !s.ok()) return bad(s.error().message);
-      }
-    }
-    absolutize_paths(spec, "");  // a resume from another folder runs the same files
-    note_overridden_keys(spec, err);
-  }
+  Result<SweepSpec> made = vm.count("resume") ? resumed_spec(vm, options) : new_spec(vm, err);
+  if (!made.ok()) return bad(made.error().message);
+  const SweepSpec& spec = made.value();
   if (Status s = check_sweep(spec); !s.ok()) return bad(s.error().message);
   if (vm.count("dry-run")) {
     // For drivers (scripts/ray_sweep.py): what would run, as one JSON line.
@@ -175,20 +232,7 @@ int sweep_command(const std::vector<std::string>& args, std::ostream& out, std::
     out << plan.dump() << "\n";
     return kExitOk;
   }
-
-  // The measuring engines time real work: points side by side would slow each other down.
-  if (options.jobs > 1) {
-    bool measuring = false;
-    for (const SweepAxis& a : spec.grid) {
-      if (a.key != "backend") continue;
-      for (const toml::node& v : a.values) measuring = measuring || is_measuring_backend(v.value_or(std::string()));
-    }
-    if (const auto* b = spec.fixed.get_as<std::string>("backend")) measuring = measuring || is_measuring_backend(b->get());
-    if (measuring) {
-      err << "sim sweep: note: the cpu and cuda engines measure real time, so their points run one at a time\n";
-      options.jobs = 1;
-    }
-  }
+  one_at_a_time_if_measuring(spec, options, err);
   const bool tty = ::isatty(STDERR_FILENO) == 1;
   const auto started = std::chrono::steady_clock::now();
   options.on_point = [&](const PointOutcome& o, int64_t done, int64_t total) {
@@ -203,33 +247,8 @@ int sweep_command(const std::vector<std::string>& args, std::ostream& out, std::
     err << "sim sweep: " << ran.error().message << "\n";  // a full disk: not the input's fault
     return kExitFailed;
   }
-  const SweepResult& r = ran.value();
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  if (Status s = print_sweep_report(r.db_path, r.sweep_id, ReportFormat::kText, out); !s.ok()) {
-    err << "sim sweep: " << s.error().message << "\n";
-  }
-  int64_t done = 0, failed = 0, interrupted = 0;
-  for (const PointOutcome& o : r.points) {
-    (o.status == "done" ? done : o.status == "interrupted" ? interrupted : failed) += 1;
-  }
-  char line[256];
-  std::snprintf(line, sizeof line, "%zu points run in %.2f s with %d jobs: %lld done, %lld failed, %lld interrupted",
-                r.points.size(), wall, options.jobs, static_cast<long long>(done),
-                static_cast<long long>(failed), static_cast<long long>(interrupted));
-  out << line << (r.skipped ? "; " + std::to_string(r.skipped) + " skipped (done already, or other shards)" : "")
-      << ". Sweep " << r.sweep_id << " in " << r.db_path << "\n";
-  const std::string resume = "sim sweep --resume " + std::to_string(r.sweep_id) + " --db " + r.db_path +
-                             (r.shard.empty() ? "" : " --shard " + r.shard);
-  if (!r.storage_error.empty()) {
-    err << "sim sweep: " << r.storage_error << "\nsim sweep: the points not written are to be run again: make room, "
-        << "then: " << resume << "\n";
-    return kExitFailed;
-  }
-  if (r.interrupted) {
-    err << "sim sweep: interrupted; finish it with: " << resume << "\n";
-    return kExitInterrupted;
-  }
-  return kExitOk;
+  return print_sweep_outcome(ran.value(), wall, options.jobs, out, err);
 }
 
 }  // namespace servesim

@@ -80,6 +80,65 @@ std::string arrivals_text(const VllmBenchResult& r, uint64_t seed) {
   return s;
 }
 
+// The replay's configuration: the flags, then what the --vllm-result file at `path` says.
+Result<RunConfig> replay_config(const po::variables_map& vm, const VllmBenchResult& measured, const std::string& path) {
+  Result<toml::table> table = config_table_from_flags(vm);
+  if (!table.ok()) return table.error();
+  toml::table& t = table.value();
+  for (const char* key : {"request_rate", "burstiness", "time_scale", "num_prompts", "max_concurrency"}) {
+    if (t.contains(key)) {
+      return Error{std::string(key) + " does not apply: the requests, their arrivals and the benchmark's "
+                                      "max_concurrency come from the --vllm-result file"};
+    }
+  }
+  if (!t.contains("model")) {
+    const std::optional<std::string> preset = model_preset_for_repository(measured.model_id);
+    if (!preset) {
+      return Error{path + ": model_id: " +
+                   (measured.model_id.empty() ? std::string("absent") : "'" + measured.model_id + "'") +
+                   " is not a shipped model preset; give --model NAME|FILE (`sim list models`, or the "
+                   "model's config.json)"};
+    }
+    (void)set_path(t, "model", toml::value<std::string>(*preset));
+  }
+  if (!t.contains("db")) {
+    (void)set_path(t, "db", toml::value<std::string>(std::string(kInMemoryDatabase)));
+    if (!t.contains("log")) (void)set_path(t, "log", toml::value<std::string>("summary"));
+  }
+  if (measured.max_concurrency > 0) (void)set_path(t, "max_concurrency", toml::value<int64_t>(measured.max_concurrency));
+  if (!t.contains("name")) (void)set_path(t, "name", toml::value<std::string>("vllm-result " + path));
+  (void)set_path(t, "trace", toml::value<std::string>(path));
+  return resolve_config(std::move(t));
+}
+
+// The measured benchmark beside its replay's run and the tokens `recorder` saw.
+VllmComparison compare_replay(const std::string& path, const VllmBenchResult& measured, const Workload& workload,
+                              const RunConfig& config, const RunOutput& run, const VllmRequestRecorder& recorder) {
+  VllmComparison c;
+  c.file = path;
+  c.requests = static_cast<int64_t>(measured.requests.size());
+  c.failed = measured.failed_count();
+  c.simulated = static_cast<int64_t>(workload.requests.size());
+  for (size_t i = 0; i < measured.requests.size(); ++i) {
+    if (measured.requests[i].failed()) continue;
+    const VllmBenchRequest& s = recorder.records()[i];
+    if (!s.failed()) {
+      ++c.sim_completed;
+    } else if (s.error.starts_with("rejected")) {
+      ++c.sim_rejected;
+    } else {
+      ++c.sim_unfinished;
+    }
+  }
+  c.measured_output_throughput = measured.output_throughput;
+  c.simulated_output_throughput = run.metric("output_throughput");
+  c.arrivals = arrivals_text(measured, config.seed.value_or(0));
+  c.header = run.header;
+  if (config.db == kInMemoryDatabase) c.header.db_path.clear();  // not kept
+  c.latencies = compare_latencies(measured.requests, recorder.records());
+  return c;
+}
+
 }  // namespace
 
 int validate_vllm_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -108,35 +167,7 @@ int validate_vllm_command(const std::vector<std::string>& args, std::ostream& ou
   Result<VllmBenchResult> loaded = read_vllm_bench_result(path);
   if (!loaded.ok()) return fail(err, loaded.error().message);
   const VllmBenchResult& measured = loaded.value();
-
-  // The configuration: the flags, then what the file says.
-  Result<toml::table> table = config_table_from_flags(vm);
-  if (!table.ok()) return fail(err, table.error().message);
-  toml::table& t = table.value();
-  for (const char* key : {"request_rate", "burstiness", "time_scale", "num_prompts", "max_concurrency"}) {
-    if (t.contains(key)) {
-      return fail(err, std::string(key) + " does not apply: the requests, their arrivals and the benchmark's "
-                                          "max_concurrency come from the --vllm-result file");
-    }
-  }
-  if (!t.contains("model")) {
-    const std::optional<std::string> preset = model_preset_for_repository(measured.model_id);
-    if (!preset) {
-      return fail(err, path + ": model_id: " +
-                           (measured.model_id.empty() ? std::string("absent") : "'" + measured.model_id + "'") +
-                           " is not a shipped model preset; give --model NAME|FILE (`sim list models`, or the "
-                           "model's config.json)");
-    }
-    (void)set_path(t, "model", toml::value<std::string>(*preset));
-  }
-  if (!t.contains("db")) {
-    (void)set_path(t, "db", toml::value<std::string>(std::string(kInMemoryDatabase)));
-    if (!t.contains("log")) (void)set_path(t, "log", toml::value<std::string>("summary"));
-  }
-  if (measured.max_concurrency > 0) (void)set_path(t, "max_concurrency", toml::value<int64_t>(measured.max_concurrency));
-  if (!t.contains("name")) (void)set_path(t, "name", toml::value<std::string>("vllm-result " + path));
-  (void)set_path(t, "trace", toml::value<std::string>(path));
-  Result<RunConfig> resolved = resolve_config(std::move(t));
+  Result<RunConfig> resolved = replay_config(vm, measured, path);
   if (!resolved.ok()) return fail(err, resolved.error().message);
   const RunConfig& config = resolved.value();
   // Before the replay: the simulated file may replace neither the measured one nor the database.
@@ -147,8 +178,7 @@ int validate_vllm_command(const std::vector<std::string>& args, std::ostream& ou
     simulated_file.emplace("--write-simulated", vm["write-simulated"].as<std::string>(), std::move(protect));
     if (Status s = simulated_file->check(); !s.ok()) return fail(err, s.error().message);
   }
-  const uint64_t seed = config.seed.value_or(0);
-  Result<Workload> workload = vllm_bench_workload(measured, seed);
+  Result<Workload> workload = vllm_bench_workload(measured, config.seed.value_or(0));
   if (!workload.ok()) return fail(err, workload.error().message);
 
   // The replay, every request's tokens recorded as vLLM's client would have seen them.
@@ -166,31 +196,8 @@ int validate_vllm_command(const std::vector<std::string>& args, std::ostream& ou
     err << "sim validate: the simulated run " << run.status << (run.error.empty() ? "" : ": " + run.error) << "\n";
     return run.status == "interrupted" ? kExitInterrupted : run.bad_input ? kExitBadInput : kExitFailed;
   }
-
-  VllmComparison c;
-  c.file = path;
-  c.requests = static_cast<int64_t>(measured.requests.size());
-  c.failed = measured.failed_count();
-  c.simulated = static_cast<int64_t>(workload.value().requests.size());
-  for (size_t i = 0; i < measured.requests.size(); ++i) {
-    if (measured.requests[i].failed()) continue;
-    const VllmBenchRequest& s = recorder.records()[i];
-    if (!s.failed()) {
-      ++c.sim_completed;
-    } else if (s.error.starts_with("rejected")) {
-      ++c.sim_rejected;
-    } else {
-      ++c.sim_unfinished;
-    }
-  }
-  c.measured_output_throughput = measured.output_throughput;
-  c.simulated_output_throughput = run.metric("output_throughput");
-  c.arrivals = arrivals_text(measured, seed);
-  c.header = run.header;
-  if (config.db == kInMemoryDatabase) c.header.db_path.clear();  // not kept
-  c.latencies = compare_latencies(measured.requests, recorder.records());
-  print_vllm_comparison(c, format == "json" ? ReportFormat::kJson : ReportFormat::kText, out);
-
+  print_vllm_comparison(compare_replay(path, measured, workload.value(), config, run, recorder),
+                        format == "json" ? ReportFormat::kJson : ReportFormat::kText, out);
   if (simulated_file) {
     if (Status s = simulated_file->write(vllm_detailed_result(measured, recorder.records()).dump() + "\n"); !s.ok()) {
       err << "sim validate: " << s.error().message << "\n";

@@ -19,6 +19,7 @@ class ChunkedPrefillPolicy final : public Policy {
   ChunkedPrefillPolicy(bool prefix_cached, VllmSchedulerConfig config)
       : prefix_cached_(prefix_cached), config_(config) {}
 
+  // Mirrors vLLM's Scheduler.schedule(); kept whole to read side by side.
   void next_batch(ReplicaView& view, Time /*now*/, Batch& batch) override {
     BlockManager& kv = view.kv();
     const std::vector<Sequence*>& running = view.running();

@@ -127,6 +127,20 @@ class Searcher {
   std::string miss_at(double r) const;
   // Cheapest: the fewest replicas that pass for combination `combo` of the other keys.
   void search_combination(int64_t combo);
+  // One combination's bisection over the replicas axis, in replica_order: [lo, hi) unknown,
+  // everything below lo misses, hi passes (hi == n: none passes yet).
+  struct Bisection {
+    int64_t lo = 0, hi = 0;
+    int64_t found = -1;  // the passing probe at hi; -1: none
+    bool pruned = false;
+    std::string last_miss;  // of the probe with the most replicas that missed
+  };
+  // One round of the bisection of combination `combo`; false when it is done.
+  bool bisect(int64_t combo, Bisection& b);
+  // "tp=2 hardware=h100-sxm": combination `combo`'s values, but for the replicas.
+  std::string combination_label(int64_t combo) const;
+  // The frontier's row of combination `combo`, bisected as `b`.
+  SearchResult::FrontierRow frontier_row(int64_t combo, const Bisection& b) const;
   std::string cost_text(double cost, const std::vector<Metric>& metrics) const;
 
   const SearchSpec& spec_;
@@ -263,62 +277,73 @@ std::string count_range(const toml::array& values, const std::vector<int64_t>& o
 }
 
 void Searcher::search_combination(int64_t c) {
+  Bisection b;
+  b.hi = static_cast<int64_t>(g_.replica_order.size());
+  while (b.lo < b.hi && !stopped()) {
+    if (!bisect(c, b)) break;
+  }
+  result_.frontier.push_back(frontier_row(c, b));
+  if (b.found < 0) return;
+  const double cost = find_metric(result_.probes[static_cast<size_t>(b.found)].outcome.metrics, spec_.minimize)
+                          .value_or(INFINITY);
+  const int64_t gp = g_.point_of(c, g_.replica_order[static_cast<size_t>(b.hi)], spec_.grid.size());
+  if (cost < best_cost_ || (cost == best_cost_ && gp < best_grid_point_)) {
+    best_cost_ = cost;
+    best_grid_point_ = gp;
+    result_.best_point = b.found;
+  }
+}
+
+bool Searcher::bisect(int64_t c, Bisection& b) {
   const SweepSpec& grid = *result_.owned_grid;
   const size_t axes = spec_.grid.size();
-  // Binary search for the smallest passing replicas index in replica_order: [lo, hi) unknown,
-  // everything below lo misses, hi passes (hi == n: none passes yet).
-  int64_t lo = 0, hi = static_cast<int64_t>(g_.replica_order.size());
-  int64_t found = -1;
-  bool pruned = false;
-  std::string last_miss;  // of the probe with the most replicas that missed
-  while (lo < hi && !stopped()) {
-    // k-ary: up to jobs probes spread over [lo, hi), skipping counts that cannot win.
-    const int64_t span = hi - lo;
-    const int64_t k = std::min<int64_t>(std::max(1, options_.jobs), span);
-    std::vector<int64_t> picks;
-    for (int64_t j = 1; j <= k; ++j) picks.push_back(lo + (span * j) / (k + 1));
-    picks.erase(std::unique(picks.begin(), picks.end()), picks.end());
-    // Prune: the cheapest candidate left (at lo) cannot beat the best so far.
-    const int64_t gp_lo = g_.point_of(c, g_.replica_order[static_cast<size_t>(lo)], axes);
-    if (auto cost = cost_before_run(grid.point_table(gp_lo), spec_.minimize);
-        cost && !(*cost < best_cost_ || (*cost == best_cost_ && gp_lo < best_grid_point_))) {
-      pruned = true;
-      break;
-    }
-    std::vector<toml::table> tables;
-    std::vector<std::vector<const toml::node*>> values;
-    for (int64_t pick : picks) {
-      const int64_t gp = g_.point_of(c, g_.replica_order[static_cast<size_t>(pick)], axes);
-      tables.push_back(grid.point_table(gp));
-      tables.back().erase("name");
-      values.push_back(grid.values(gp));
-    }
-    const std::vector<size_t> got = run_round(std::move(tables), std::move(values));
-    const auto hopeless = std::find_if(got.begin(), got.end(), [&](size_t i) { return at_any_load(result_.probes[i]); });
-    if (hopeless != got.end()) {  // no replica count mends it: the combination is done
-      last_miss = result_.probes[*hopeless].miss;
-      found = -1;
-      break;
-    }
-    int64_t first_pass = -1;
-    for (size_t j = 0; j < got.size(); ++j) {
-      if (result_.probes[got[j]].miss.empty()) {
-        first_pass = static_cast<int64_t>(j);
-        break;
-      }
-    }
-    if (first_pass < 0) {
-      last_miss = result_.probes[got.back()].miss;
-      lo = picks.back() + 1;
-    } else {
-      hi = picks[static_cast<size_t>(first_pass)];
-      found = static_cast<int64_t>(got[static_cast<size_t>(first_pass)]);
-      if (first_pass > 0) {
-        last_miss = result_.probes[got[static_cast<size_t>(first_pass) - 1]].miss;
-        lo = picks[static_cast<size_t>(first_pass) - 1] + 1;
-      }
-    }
+  // k-ary: up to jobs probes spread over [lo, hi), skipping counts that cannot win.
+  const int64_t span = b.hi - b.lo;
+  const int64_t k = std::min<int64_t>(std::max(1, options_.jobs), span);
+  std::vector<int64_t> picks;
+  for (int64_t j = 1; j <= k; ++j) picks.push_back(b.lo + (span * j) / (k + 1));
+  picks.erase(std::unique(picks.begin(), picks.end()), picks.end());
+  // Prune: the cheapest candidate left (at lo) cannot beat the best so far.
+  const int64_t gp_lo = g_.point_of(c, g_.replica_order[static_cast<size_t>(b.lo)], axes);
+  if (auto cost = cost_before_run(grid.point_table(gp_lo), spec_.minimize);
+      cost && !(*cost < best_cost_ || (*cost == best_cost_ && gp_lo < best_grid_point_))) {
+    b.pruned = true;
+    return false;
   }
+  std::vector<toml::table> tables;
+  std::vector<std::vector<const toml::node*>> values;
+  for (int64_t pick : picks) {
+    const int64_t gp = g_.point_of(c, g_.replica_order[static_cast<size_t>(pick)], axes);
+    tables.push_back(grid.point_table(gp));
+    tables.back().erase("name");
+    values.push_back(grid.values(gp));
+  }
+  const std::vector<size_t> got = run_round(std::move(tables), std::move(values));
+  const auto hopeless = std::find_if(got.begin(), got.end(), [&](size_t i) { return at_any_load(result_.probes[i]); });
+  if (hopeless != got.end()) {  // no replica count mends it: the combination is done
+    b.last_miss = result_.probes[*hopeless].miss;
+    b.found = -1;
+    return false;
+  }
+  const auto pass = std::find_if(got.begin(), got.end(), [&](size_t i) { return result_.probes[i].miss.empty(); });
+  if (pass == got.end()) {
+    b.last_miss = result_.probes[got.back()].miss;
+    b.lo = picks.back() + 1;
+    return true;
+  }
+  const size_t first_pass = static_cast<size_t>(pass - got.begin());
+  b.hi = picks[first_pass];
+  b.found = static_cast<int64_t>(got[first_pass]);
+  if (first_pass > 0) {
+    b.last_miss = result_.probes[got[first_pass - 1]].miss;
+    b.lo = picks[first_pass - 1] + 1;
+  }
+  return true;
+}
+
+std::string Searcher::combination_label(int64_t c) const {
+  const SweepSpec& grid = *result_.owned_grid;
+  const size_t axes = spec_.grid.size();
   std::string label;
   const std::vector<const toml::node*> v = grid.values(g_.point_of(c, 0, axes));
   const std::vector<std::string> keys = grid.keys();
@@ -326,36 +351,34 @@ void Searcher::search_combination(int64_t c) {
     if (g_.replicas_axis < axes && keys[i] == "replicas") continue;
     label += (label.empty() ? "" : " ") + keys[i] + "=" + plain_value(*v[i]);
   }
-  SearchResult::FrontierRow row{label.empty() ? std::string("(fixed)") : label, found, "", ""};
-  if (stopped() && found < 0) {
-    row.note = "not finished: the search stopped (" + (last_miss.empty() ? std::string("interrupted") : last_miss) + ")";
-  } else if (pruned && found < 0) {
+  return label;
+}
+
+SearchResult::FrontierRow Searcher::frontier_row(int64_t c, const Bisection& b) const {
+  const std::string label = combination_label(c);
+  SearchResult::FrontierRow row{label.empty() ? std::string("(fixed)") : label, b.found, "", ""};
+  const auto counts = [&](int64_t from, int64_t to) {
+    return count_range(spec_.grid[g_.replicas_axis].values, g_.replica_order, from, to);
+  };
+  if (stopped() && b.found < 0) {
+    row.note = "not finished: the search stopped (" + (b.last_miss.empty() ? std::string("interrupted") : b.last_miss) + ")";
+  } else if (b.pruned && b.found < 0) {
     // What was run missed; the larger counts left cost at least the best.
-    row.note = last_miss.empty() ? "not run: cannot beat the best found before it"
-                                 : "misses up to " + count_range(spec_.grid[g_.replicas_axis].values, g_.replica_order,
-                                                                 lo - 1, lo) +
-                                       " replicas (" + last_miss + "); more cannot beat the best found before it";
-  } else if (found < 0 && g_.replicas_axis >= axes) {
-    row.note = last_miss.empty() ? "not run" : "miss: " + last_miss;  // one probe: no replicas axis
-  } else if (found < 0) {
-    row.note = last_miss.empty() ? "not run" : "no replica count meets the SLOs (" + last_miss + ")";
-  } else if (pruned) {
-    row.untried = count_range(spec_.grid[g_.replicas_axis].values, g_.replica_order, lo, hi);
-  } else if (stopped() && lo < hi) {
+    row.note = b.last_miss.empty() ? "not run: cannot beat the best found before it"
+                                   : "misses up to " + counts(b.lo - 1, b.lo) + " replicas (" + b.last_miss +
+                                         "); more cannot beat the best found before it";
+  } else if (b.found < 0 && g_.replicas_axis >= spec_.grid.size()) {
+    row.note = b.last_miss.empty() ? "not run" : "miss: " + b.last_miss;  // one probe: no replicas axis
+  } else if (b.found < 0) {
+    row.note = b.last_miss.empty() ? "not run" : "no replica count meets the SLOs (" + b.last_miss + ")";
+  } else if (b.pruned) {
+    row.untried = counts(b.lo, b.hi);
+  } else if (stopped() && b.lo < b.hi) {
     // A pass, but the bisection below it was cut short: fewer may pass too.
-    row.untried = count_range(spec_.grid[g_.replicas_axis].values, g_.replica_order, lo, hi);
+    row.untried = counts(b.lo, b.hi);
     row.note = "the search stopped first";
   }
-  result_.frontier.push_back(std::move(row));
-  if (found < 0) return;
-  const double cost = find_metric(result_.probes[static_cast<size_t>(found)].outcome.metrics, spec_.minimize)
-                          .value_or(INFINITY);
-  const int64_t gp = g_.point_of(c, g_.replica_order[static_cast<size_t>(hi)], axes);
-  if (cost < best_cost_ || (cost == best_cost_ && gp < best_grid_point_)) {
-    best_cost_ = cost;
-    best_grid_point_ = gp;
-    result_.best_point = found;
-  }
+  return row;
 }
 
 // "6.559 USD per million output tokens; 8 GPUs = 1 node": what the answer minimised, then its

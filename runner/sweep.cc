@@ -494,6 +494,51 @@ Status check_axis(const SweepAxis& a) {
 
 }  // namespace
 
+namespace {
+
+// Point p's configuration: its policy and router made, its load controls and files checked. The
+// message without the point's prefix.
+Status check_point_config(const RunConfig& c) {
+  Result<const PolicyInfo*> policy = find_policy(c.policy);
+  if (!policy.ok()) return Error{"policy.name: " + policy.error().message};
+  if (auto made = policy.value()->make(c.policy_options); !made.ok()) return made.error();
+  if (Status s = check_load_controls(load_controls(c)); !s.ok()) return s;
+  Result<const RouterInfo*> router = find_router(c.router);
+  if (!router.ok()) return Error{"router.name: " + router.error().message};
+  if (auto made = router.value()->make(c.router_options, 0); !made.ok()) return made.error();
+  if (router.value()->needs_prefix_caching && !policy.value()->prefix_caching) {
+    return Error{"router.name: " + c.router + " routes by the replicas' prefix caches, which policy " +
+                 c.policy + " does not keep: use policy.name = \"prefix-cached\""};
+  }
+  const std::pair<const std::string*, PresetKind> names[] = {
+      {&c.trace, PresetKind::kWorkload}, {&c.hardware, PresetKind::kHardware}, {&c.model, PresetKind::kModel}};
+  for (const auto& [value, kind] : names) {
+    if (value->empty()) continue;
+    auto r = resolve_preset(*value, kind, kind == PresetKind::kWorkload ? "trace"
+                                          : kind == PresetKind::kHardware ? "hardware" : "model");
+    if (!r.ok()) return r.error();
+    if (kind == PresetKind::kWorkload && c.burstiness > 0 && !is_generated_workload_file(r.value())) {
+      return Error{"burstiness: applies to generated workloads ([generate]); " + *value +
+                   " lists its requests, whose arrivals keep their own burstiness"};
+    }
+  }
+  return Ok{};
+}
+
+// Point p, resolved and checked.
+Status check_point(const SweepSpec& spec, int64_t p) {
+  const std::string prefix = "point " + std::to_string(p) + " (" + spec.describe(p) + "): ";
+  toml::table table = spec.fixed;
+  if (Status s = spec.set_point(table, p); !s.ok()) return Error{prefix + s.error().message};
+  Result<RunConfig> config = resolve_config(spec.point_table(p));
+  if (!config.ok()) return Error{prefix + config.error().message};
+  if (config.value().trace.empty()) return Error{"no workload: give --trace FILE or trace in [fixed]"};
+  if (Status s = check_point_config(config.value()); !s.ok()) return Error{prefix + s.error().message};
+  return Ok{};
+}
+
+}  // namespace
+
 Status check_sweep(const SweepSpec& spec) {
   if (spec.grid.empty()) {
     return Error{"the sweep has no grid: give --grid KEY=V1,V2 (e.g. --grid replicas=1,2,4) or a [grid] table"};
@@ -517,38 +562,7 @@ Status check_sweep(const SweepSpec& spec) {
     stride *= k;
   }
   for (const int64_t p : probes) {
-    const std::string prefix = "point " + std::to_string(p) + " (" + spec.describe(p) + "): ";
-    toml::table table = spec.fixed;
-    if (Status s = spec.set_point(table, p); !s.ok()) return Error{prefix + s.error().message};
-    Result<RunConfig> config = resolve_config(spec.point_table(p));
-    if (!config.ok()) return Error{prefix + config.error().message};
-    const RunConfig& c = config.value();
-    if (c.trace.empty()) return Error{"no workload: give --trace FILE or trace in [fixed]"};
-    Result<const PolicyInfo*> policy = find_policy(c.policy);
-    if (!policy.ok()) return Error{prefix + "policy.name: " + policy.error().message};
-    if (auto made = policy.value()->make(c.policy_options); !made.ok()) {
-      return Error{prefix + made.error().message};
-    }
-    if (Status s = check_load_controls(load_controls(c)); !s.ok()) return Error{prefix + s.error().message};
-    Result<const RouterInfo*> router = find_router(c.router);
-    if (!router.ok()) return Error{prefix + "router.name: " + router.error().message};
-    if (auto made = router.value()->make(c.router_options, 0); !made.ok()) return Error{prefix + made.error().message};
-    if (router.value()->needs_prefix_caching && !policy.value()->prefix_caching) {
-      return Error{prefix + "router.name: " + c.router + " routes by the replicas' prefix caches, which policy " +
-                   c.policy + " does not keep: use policy.name = \"prefix-cached\""};
-    }
-    const std::pair<const std::string*, PresetKind> names[] = {
-        {&c.trace, PresetKind::kWorkload}, {&c.hardware, PresetKind::kHardware}, {&c.model, PresetKind::kModel}};
-    for (const auto& [value, kind] : names) {
-      if (value->empty()) continue;
-      auto r = resolve_preset(*value, kind, kind == PresetKind::kWorkload ? "trace"
-                                            : kind == PresetKind::kHardware ? "hardware" : "model");
-      if (!r.ok()) return Error{prefix + r.error().message};
-      if (kind == PresetKind::kWorkload && c.burstiness > 0 && !is_generated_workload_file(r.value())) {
-        return Error{prefix + "burstiness: applies to generated workloads ([generate]); " + *value +
-                     " lists its requests, whose arrivals keep their own burstiness"};
-      }
-    }
+    if (Status s = check_point(spec, p); !s.ok()) return s;
   }
   return Ok{};
 }
@@ -654,6 +668,44 @@ std::vector<PointOutcome> run_points(const std::vector<toml::table>& tables,
   return out;
 }
 
+namespace {
+
+std::string shard_text(const std::pair<int64_t, int64_t>& s) {
+  return std::to_string(s.first) + "/" + std::to_string(s.second);
+}
+
+// A resumed sweep: its stored shard (in `shard`), and its points not to run again, sorted (in
+// `settled`); the sweep claimed by this process.
+Status resume_sweep(Database& db, const std::vector<std::string>& keys, int64_t resume_id, SweepResult& result,
+                    std::optional<std::pair<int64_t, int64_t>>& shard, std::vector<int64_t>& settled) {
+  result.sweep_id = resume_id;
+  // A shard's sweep resumes its own points only (the other shards' are other databases').
+  Result<StoredSweep> stored = read_sweep(db, resume_id);
+  if (!stored.ok()) return stored.error();
+  if (!stored.value().shard.empty()) {
+    if (shard && shard_text(*shard) != stored.value().shard) {
+      return Error{"--shard " + shard_text(*shard) + ": sweep " + std::to_string(resume_id) +
+                   " was run as shard " + stored.value().shard + "; resume it as that shard (or leave --shard out)"};
+    }
+    const size_t slash = stored.value().shard.find('/');
+    shard = std::pair<int64_t, int64_t>(std::stoll(stored.value().shard.substr(0, slash)),
+                                        std::stoll(stored.value().shard.substr(slash + 1)));
+  }
+  result.shard = stored.value().shard;
+  if (Status s = add_point_columns(db, keys); !s.ok()) return s;
+  // Done points stay; so do points that could not start (their configuration cannot change).
+  Result<std::vector<int64_t>> done = points_with_status(db, resume_id, {"done"});
+  if (!done.ok()) return done.error();
+  settled = std::move(done).value();
+  Result<std::vector<int64_t>> failed = points_with_status(db, resume_id, {"failed"});
+  if (!failed.ok()) return failed.error();
+  settled.insert(settled.end(), failed.value().begin(), failed.value().end());
+  std::sort(settled.begin(), settled.end());
+  return claim_sweep(db, result.sweep_id);
+}
+
+}  // namespace
+
 Result<SweepResult> run_sweep(const SweepSpec& spec, const SweepOptions& options) {
   SweepResult result;
   result.db_path = sweep_db_path(spec);
@@ -664,34 +716,8 @@ Result<SweepResult> run_sweep(const SweepSpec& spec, const SweepOptions& options
   const int64_t total = spec.num_points();
   std::vector<int64_t> settled;  // points not to run again
   std::optional<std::pair<int64_t, int64_t>> shard = options.shard;
-  const auto shard_text = [](const std::pair<int64_t, int64_t>& s) {
-    return std::to_string(s.first) + "/" + std::to_string(s.second);
-  };
   if (options.resume_id > 0) {
-    result.sweep_id = options.resume_id;
-    // A shard's sweep resumes its own points only (the other shards' are other databases').
-    Result<StoredSweep> stored = read_sweep(db, options.resume_id);
-    if (!stored.ok()) return stored.error();
-    if (!stored.value().shard.empty()) {
-      if (shard && shard_text(*shard) != stored.value().shard) {
-        return Error{"--shard " + shard_text(*shard) + ": sweep " + std::to_string(options.resume_id) +
-                     " was run as shard " + stored.value().shard + "; resume it as that shard (or leave --shard out)"};
-      }
-      const size_t slash = stored.value().shard.find('/');
-      shard = std::pair<int64_t, int64_t>(std::stoll(stored.value().shard.substr(0, slash)),
-                                          std::stoll(stored.value().shard.substr(slash + 1)));
-    }
-    result.shard = stored.value().shard;
-    if (Status s = add_point_columns(db, keys); !s.ok()) return s.error();
-    // Done points stay; so do points that could not start (their configuration cannot change).
-    Result<std::vector<int64_t>> done = points_with_status(db, options.resume_id, {"done"});
-    if (!done.ok()) return done.error();
-    settled = std::move(done).value();
-    Result<std::vector<int64_t>> failed = points_with_status(db, options.resume_id, {"failed"});
-    if (!failed.ok()) return failed.error();
-    settled.insert(settled.end(), failed.value().begin(), failed.value().end());
-    std::sort(settled.begin(), settled.end());
-    if (Status s = claim_sweep(db, result.sweep_id); !s.ok()) return s.error();
+    if (Status s = resume_sweep(db, keys, options.resume_id, result, shard, settled); !s.ok()) return s.error();
   } else {
     SweepInfo info{spec.name, options.kind, spec.to_toml(), keys, total, shard ? shard_text(*shard) : ""};
     result.shard = info.shard;

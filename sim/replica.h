@@ -176,6 +176,11 @@ class Replica final : public ReplicaView {
     return touched_with_filling(opens);
   }
   std::span<const Member> touched_with_filling(size_t opens);  // with prefix caching
+  // leap()'s parts: the buckets that touch (touching_, ascending) for a block size of n; whether
+  // the members of bucket `opens` all find a block for their token computed + j + 1 (false: the
+  // policy would preempt, so the leap stops there).
+  void find_touching(size_t n);
+  bool room_to_open(size_t opens, int64_t j) const;
   // Applies a decode iteration ending at `now` to the decode group's `k` steps (the group ran k
   // iterations in a row): the group's counts, and the members whose last token it was, which
   // complete and are appended to leaving_, in running order. Costs what the finishing members

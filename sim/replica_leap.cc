@@ -73,6 +73,32 @@ bool Replica::batch_leapable() {
   return true;
 }
 
+void Replica::find_touching(size_t n) {
+  touching_.clear();
+  const bool filling = kv_.prefix_caching();  // bucket b also when bucket b - 1 (mod n) holds members
+  uint64_t carry = filling ? (occupied_[(n - 1) / 64] >> ((n - 1) % 64)) & 1 : 0;
+  for (size_t w = 0; w < occupied_.size(); ++w) {
+    uint64_t bits = occupied_[w];
+    if (filling) {
+      bits |= occupied_[w] << 1 | carry;
+      carry = occupied_[w] >> 63;
+      if (w + 1 == occupied_.size() && n % 64 != 0) bits &= (uint64_t{1} << (n % 64)) - 1;
+    }
+    for (; bits != 0; bits &= bits - 1) touching_.push_back(w * 64 + static_cast<size_t>(std::countr_zero(bits)));
+  }
+}
+
+bool Replica::room_to_open(size_t opens, int64_t j) const {
+  const std::vector<Member>& opening = buckets_[opens];
+  if (static_cast<int64_t>(opening.size()) <= kv_.num_free()) return true;  // every one finds a block
+  const int32_t bs = kv_.block_size();
+  int64_t need = 0;
+  for (const Member& m : opening) {
+    if (computed(m.seq) + j + 1 > static_cast<int64_t>(m.seq->block_table.size()) * bs) ++need;
+  }
+  return need <= kv_.num_free();
+}
+
 Time Replica::leap(Time horizon) {
   assert(busy_ && leapable_);
   leapable_ = false;
@@ -97,18 +123,7 @@ Time Replica::leap(Time horizon) {
   // The touching buckets, ascending (there is one: the batch is the group). The iterations that
   // allocate come in their order downwards (mod n): after one with opens = touching_[i], the next
   // opens = touching_[i - 1] (or the last), and those between only take their time.
-  touching_.clear();
-  const bool filling = kv_.prefix_caching();  // bucket b also when bucket b - 1 (mod n) holds members
-  uint64_t carry = filling ? (occupied_[(n - 1) / 64] >> ((n - 1) % 64)) & 1 : 0;
-  for (size_t w = 0; w < occupied_.size(); ++w) {
-    uint64_t bits = occupied_[w];
-    if (filling) {
-      bits |= occupied_[w] << 1 | carry;
-      carry = occupied_[w] >> 63;
-      if (w + 1 == occupied_.size() && n % 64 != 0) bits &= (uint64_t{1} << (n % 64)) - 1;
-    }
-    for (; bits != 0; bits &= bits - 1) touching_.push_back(w * 64 + static_cast<size_t>(std::countr_zero(bits)));
-  }
+  find_touching(n);
   assert(group_size_ > 0 && !touching_.empty());
   // The iterations after one with opens = b that only take their time, down to the next that
   // allocates, touching_[next].
@@ -149,14 +164,7 @@ Time Replica::leap(Time horizon) {
     // Iteration j allocates: its opens is the next touching bucket.
     opens = touching_[next];
     next = next == 0 ? touching_.size() - 1 : next - 1;
-    const std::vector<Member>& opening = buckets_[opens];
-    if (static_cast<int64_t>(opening.size()) > kv_.num_free()) {  // else every one finds a block
-      int64_t need = 0;
-      for (const Member& m : opening) {
-        if (computed(m.seq) + j + 1 > static_cast<int64_t>(m.seq->block_table.size()) * bs) ++need;
-      }
-      if (need > kv_.num_free()) break;  // the policy would preempt here: run it one by one
-    }
+    if (!room_to_open(opens, j)) break;  // the policy would preempt here: run it one by one
     const Time end = add_time(t, duration.next());
     if (end == kNever) break;  // run one by one, which reports the horizon
     for (const Member& m : touched_members(opens)) {

@@ -265,6 +265,33 @@ bool Simulator::stopped(const std::atomic<bool>* stop) const {
          (halt_ != nullptr && halt_->load(std::memory_order_relaxed));
 }
 
+void Simulator::dispatch(const Event& e, Time now) {
+  const auto t = static_cast<size_t>(e.target);
+  switch (e.kind) {
+    case EventKind::kIterationEnd:
+      replicas_[t]->finish_iteration(now);
+      touch(t);
+      if (!handoffs_.empty()) hand_off(now);
+      break;
+    case EventKind::kTransferEnd:
+      end_transfer(e.target, now);
+      break;
+    case EventKind::kWake:
+      pending_wake_[t] = kNever;
+      touch(t);
+      break;
+    case EventKind::kArrival:
+      --pending_dependents_;
+      child_arrivals_[static_cast<size_t>(requests_[static_cast<size_t>(requests_[t].spec->after.front())].replica)].pop();
+      arrive(requests_[t], now);
+      break;
+    case EventKind::kSend:
+      --in_flight_;  // send() takes the slot reserved for it
+      send(requests_[t], now);
+      break;
+  }
+}
+
 RunResult Simulator::run(const std::atomic<bool>* stop) {
   while (true) {
     if (stopped(stop)) {
@@ -278,33 +305,7 @@ RunResult Simulator::run(const std::atomic<bool>* stop) {
     if (now == kNever) break;
 
     do {
-      while (!events_.empty() && events_.top().time == now) {
-        const Event e = events_.pop();
-        const auto t = static_cast<size_t>(e.target);
-        switch (e.kind) {
-          case EventKind::kIterationEnd:
-            replicas_[t]->finish_iteration(now);
-            touch(t);
-            if (!handoffs_.empty()) hand_off(now);
-            break;
-          case EventKind::kTransferEnd:
-            end_transfer(e.target, now);
-            break;
-          case EventKind::kWake:
-            pending_wake_[t] = kNever;
-            touch(t);
-            break;
-          case EventKind::kArrival:
-            --pending_dependents_;
-            child_arrivals_[static_cast<size_t>(requests_[static_cast<size_t>(requests_[t].spec->after.front())].replica)].pop();
-            arrive(requests_[t], now);
-            break;
-          case EventKind::kSend:
-            --in_flight_;  // send() takes the slot reserved for it
-            send(requests_[t], now);
-            break;
-        }
-      }
+      while (!events_.empty() && events_.top().time == now) dispatch(events_.pop(), now);
       for (int64_t k = 1; has_next_arrival() && next_arrival_time() == now; ++k) {
         arrive(take_arrival(), now);
         // A burst of a million arrivals at one instant still heeds Ctrl-C.
@@ -330,9 +331,12 @@ RunResult Simulator::run(const std::atomic<bool>* stop) {
     schedule_idle(now);
     settle_dependents(now);  // releases and rejections made while scheduling
   }
+  return finish_drained();
+}
 
-  // No events and no arrivals left: every request must be settled, or a policy stopped making
-  // progress (which would otherwise have been a hang).
+// No events and no arrivals left: every request must be settled, or a policy stopped making
+// progress (which would otherwise have been a hang).
+RunResult Simulator::finish_drained() {
   size_t stuck = 0;
   for (const auto& rep : replicas_) stuck += rep->outstanding();
   if (stuck > 0) {

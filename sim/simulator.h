@@ -161,6 +161,9 @@ class Simulator {
   Time horizon(size_t i, Time now);
   RunResult finish(RunResult result);
   bool stopped(const std::atomic<bool>* stop) const;
+  // run()'s parts: one event handled at its time; the outcome once no event or arrival is left.
+  void dispatch(const Event& e, Time now);
+  RunResult finish_drained();
   const std::atomic<bool>* halt_ = nullptr;
 
   std::deque<Request> requests_;  // by slot (a request's index, unless streamed)

@@ -44,6 +44,21 @@ bool literal(std::string_view text, size_t& pos, char c) {
   return true;
 }
 
+// ".123": the fraction of a second after the seconds, in nanoseconds (0 without one); false when
+// it has no digits or is finer than a nanosecond.
+bool fraction_nanos(std::string_view text, size_t& pos, int64_t& nanos) {
+  nanos = 0;
+  if (!literal(text, pos, '.')) return true;
+  size_t n = 0;  // fractional digits read
+  for (; pos < text.size() && text[pos] >= '0' && text[pos] <= '9'; ++pos, ++n) {
+    if (n >= 9) return false;  // finer than a nanosecond
+    nanos = nanos * 10 + (text[pos] - '0');
+  }
+  if (n == 0) return false;
+  for (; n < 9; ++n) nanos *= 10;
+  return true;
+}
+
 }  // namespace
 
 std::optional<WallTime> parse_wall_time(std::string_view text) {
@@ -59,15 +74,7 @@ std::optional<WallTime> parse_wall_time(std::string_view text) {
     return std::nullopt;
   }
   int64_t nanos = 0;
-  if (literal(text, pos, '.')) {
-    size_t n = 0;  // fractional digits read
-    for (; pos < text.size() && text[pos] >= '0' && text[pos] <= '9'; ++pos, ++n) {
-      if (n >= 9) return std::nullopt;  // finer than a nanosecond
-      nanos = nanos * 10 + (text[pos] - '0');
-    }
-    if (n == 0) return std::nullopt;
-    for (; n < 9; ++n) nanos *= 10;
-  }
+  if (!fraction_nanos(text, pos, nanos)) return std::nullopt;
   if (pos != text.size()) return std::nullopt;
   if (mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo) || h > 23 || mi > 59 || s > 59) {
     return std::nullopt;

@@ -119,16 +119,13 @@ struct GenerationPlan {
   Time last = -1;     // the last one's arrival (before rescaling by factor)
 };
 
-// Reads and checks a [generate] table, and runs its arrival clock once to check the arrivals (and
-// find vLLM bench's rescaling factor) without keeping them.
-Result<GenerationPlan> plan_generation(const toml::table& table, const std::string& path,
-                                       std::optional<uint64_t> seed_override, const LoadControls& load) {
-  const TableFields g(table, path, "generate");
-  Status known = g.check_known({"requests", "duration", "seed", "max_tokens", "arrival",
-                                "prompt_tokens", "output_tokens", "prefixes", "sessions",
-                                "priority"});
-  if (!known) return known.error();
+// How many requests a [generate] table asks for: requests = N, duration = T, or num_prompts.
+struct Amount {
+  std::optional<int64_t> count;
+  std::optional<double> duration;
+};
 
+Result<Amount> read_amount(const TableFields& g, const LoadControls& load) {
   if (g.has("requests") && g.has("duration")) {
     return g.error_at_key("duration", "give either requests or duration, not both");
   }
@@ -145,29 +142,32 @@ Result<GenerationPlan> plan_generation(const toml::table& table, const std::stri
       return Error{"num_prompts = " + std::to_string(load.num_prompts) + ": at most " +
                    std::to_string(kMaxGeneratedRequests) + " requests are generated"};
     }
-    count = std::optional<int64_t>(load.num_prompts);
-    duration = std::optional<double>();
+    return Amount{load.num_prompts, std::nullopt};
   }
-  auto seed = g.integer("seed", 0, kInt64Max);
-  if (!seed) return seed.error();
-  auto max_tokens = g.integer("max_tokens", 1, kMaxTokens);
-  if (!max_tokens) return max_tokens.error();
+  return Amount{count.value(), duration.value()};
+}
 
+// The table's arrival process under the load controls, checked against its duration.
+Result<ArrivalProcess> read_arrivals(const TableFields& g, const LoadControls& load,
+                                     const std::optional<double>& duration) {
   auto own_process = required_table(g, "arrival", make_arrival_process,
                                     "with process = \"poisson\", \"gamma\", \"constant\" or \"all-at-once\"");
   if (!own_process) return own_process.error();
   auto process = controlled_arrivals(own_process.value(), load, g);
   if (!process) return process.error();
-  if (duration.value() && process.value().kind() == ArrivalProcess::Kind::kAllAtOnce) {
+  if (duration && process.value().kind() == ArrivalProcess::Kind::kAllAtOnce) {
     return g.error_at_key("duration", "cannot be used with process = \"all-at-once\" (every "
                                       "request arrives at 0); give requests = N instead");
   }
   // Fail fast rather than generate ten million requests first; the arrival scan catches the rest.
-  if (duration.value() && process.value().rate() * *duration.value() >
-                              static_cast<double>(kMaxGeneratedRequests)) {
+  if (duration && process.value().rate() * *duration > static_cast<double>(kMaxGeneratedRequests)) {
     return too_many_requests(g);
   }
+  return process;
+}
 
+// The requests' lengths, prefixes, sessions and priorities, into `plan`.
+Status read_request_shapes(const TableFields& g, GenerationPlan& plan) {
   auto prompt = optional_table<LengthDistribution>(g, "prompt_tokens", make_distribution);
   if (!prompt) return prompt.error();  // absent: every prompt is 1 token
   auto output = required_table(g, "output_tokens", make_distribution,
@@ -179,31 +179,17 @@ Result<GenerationPlan> plan_generation(const toml::table& table, const std::stri
   if (!sessions) return sessions.error();
   auto priority = optional_table<PriorityOptions>(g, "priority", read_priority_options);
   if (!priority) return priority.error();
-
-  GenerationPlan plan;
-  plan.seed = seed_override ? *seed_override : static_cast<uint64_t>(seed.value().value_or(0));
-  plan.process = process.value();
-  if (duration.value()) plan.end = from_seconds(*duration.value());
-  plan.count = count.value();
-  // Under request_rate, a fixed number of requests is timed as `vllm bench serve` times them: the
-  // first is sent one drawn gap after the start, and all are rescaled so that the last is sent at
-  // exactly N / rate (vLLM's normalize_factor).
-  plan.normalize = load.request_rate > 0 && !std::isinf(load.request_rate) && plan.count &&
-                   !sessions_present(g);
   plan.prompt = std::move(prompt).value();
   plan.output = std::move(output).value();
   plan.prefixes = std::move(prefixes).value();
   plan.sessions = std::move(sessions).value();
   plan.priority = std::move(priority).value();
-  plan.max_tokens = static_cast<int32_t>(max_tokens.value().value_or(0));
-  if (plan.prefixes) {
-    const TableFields pf(*g.table().get("prefixes")->as_table(), path, "generate.prefixes");
-    plan.prefix_error = pf.error_at_key("tokens", "a prefix plus a drawn prompt exceed " +
-                                                      std::to_string(kMaxTokens) + " tokens; lower tokens or "
-                                                      "generate.prompt_tokens.max").message;
-  }
+  return Ok{};
+}
 
-  // The arrivals: `count` of them (one more to drop when normalizing), or those before `end`.
+// Runs the plan's arrival clock once: `count` arrivals (one more to drop when normalizing), or
+// those before `end`; the plan's size, last arrival and rescaling factor.
+Status scan_arrivals(const TableFields& g, const LoadControls& load, GenerationPlan& plan) {
   ArrivalClock clock(*plan.process, Rng::stream(plan.seed, kArrivalStream));
   const std::optional<int64_t> draws = plan.normalize ? std::optional<int64_t>(*plan.count + 1) : plan.count;
   Time last = 0;
@@ -226,6 +212,45 @@ Result<GenerationPlan> plan_generation(const toml::table& table, const std::stri
     const double target = static_cast<double>(*plan.count) / load.request_rate;
     if (to_seconds(last) > 0 && target <= kMaxArrivalSeconds) plan.factor = target / to_seconds(last);
   }
+  return Ok{};
+}
+
+// Reads and checks a [generate] table, and runs its arrival clock once to check the arrivals (and
+// find vLLM bench's rescaling factor) without keeping them.
+Result<GenerationPlan> plan_generation(const toml::table& table, const std::string& path,
+                                       std::optional<uint64_t> seed_override, const LoadControls& load) {
+  const TableFields g(table, path, "generate");
+  Status known = g.check_known({"requests", "duration", "seed", "max_tokens", "arrival",
+                                "prompt_tokens", "output_tokens", "prefixes", "sessions",
+                                "priority"});
+  if (!known) return known.error();
+  Result<Amount> amount = read_amount(g, load);
+  if (!amount.ok()) return amount.error();
+  auto seed = g.integer("seed", 0, kInt64Max);
+  if (!seed) return seed.error();
+  auto max_tokens = g.integer("max_tokens", 1, kMaxTokens);
+  if (!max_tokens) return max_tokens.error();
+  Result<ArrivalProcess> process = read_arrivals(g, load, amount.value().duration);
+  if (!process.ok()) return process.error();
+  GenerationPlan plan;
+  if (Status s = read_request_shapes(g, plan); !s.ok()) return s.error();
+  plan.seed = seed_override ? *seed_override : static_cast<uint64_t>(seed.value().value_or(0));
+  plan.process = process.value();
+  if (amount.value().duration) plan.end = from_seconds(*amount.value().duration);
+  plan.count = amount.value().count;
+  // Under request_rate, a fixed number of requests is timed as `vllm bench serve` times them: the
+  // first is sent one drawn gap after the start, and all are rescaled so that the last is sent at
+  // exactly N / rate (vLLM's normalize_factor).
+  plan.normalize = load.request_rate > 0 && !std::isinf(load.request_rate) && plan.count &&
+                   !sessions_present(g);
+  plan.max_tokens = static_cast<int32_t>(max_tokens.value().value_or(0));
+  if (plan.prefixes) {
+    const TableFields pf(*g.table().get("prefixes")->as_table(), path, "generate.prefixes");
+    plan.prefix_error = pf.error_at_key("tokens", "a prefix plus a drawn prompt exceed " +
+                                                      std::to_string(kMaxTokens) + " tokens; lower tokens or "
+                                                      "generate.prompt_tokens.max").message;
+  }
+  if (Status s = scan_arrivals(g, load, plan); !s.ok()) return s.error();
   return plan;
 }
 

@@ -138,25 +138,17 @@ int64_t VllmBenchResult::failed_count() const {
   return std::count_if(requests.begin(), requests.end(), [](const VllmBenchRequest& q) { return q.failed(); });
 }
 
-Result<VllmBenchResult> read_vllm_bench_result(const std::string& path) {
-  Result<std::string> text = read_text_file(path, kMaxResultBytes);
-  if (!text.ok()) return text.error();
-  json j;
-  if (std::optional<JsonParseFailure> failure = parse_json(text.value(), j)) {
-    const auto [line, col] = json_line_col(text.value(), failure->byte);
-    return Error{path + ":" + std::to_string(line) + ":" + std::to_string(col) + ": not JSON (" +
-                 failure->message + "); expected the file of `vllm bench serve --save-result --save-detailed` "
-                 "(one result: --append-result files hold several, one per line)"};
-  }
-  if (!j.is_object()) {
-    return Error{path + ": expected a JSON object (a vllm bench serve result), got " + json_excerpt(j)};
-  }
-  const ResultFields f(j, path);
-  VllmBenchResult r;
-  r.path = path;
-  if (Status s = read_header(f, r); !s.ok()) return s.error();
+namespace {
 
-  // The lists, each checked against input_lens.
+// A result's per-request lists, each as long as input_lens; the optional ones nullptr when absent.
+struct ResultLists {
+  const json *inputs, *outputs, *ttfts, *itls, *errors;
+  const json *latencies, *starts, *queues;
+  size_t n;
+};
+
+// The lists, each checked against input_lens.
+Result<ResultLists> read_lists(const ResultFields& f) {
   const char* required[] = {kVllmInputLens, kVllmOutputLens, kVllmTtfts, kVllmItls, kVllmErrors};
   const char* optional[] = {kVllmLatencies, kVllmStartTimes, kVllmQueueTimes};
   std::vector<std::pair<const char*, const json*>> lists;
@@ -178,58 +170,82 @@ Result<VllmBenchResult> read_vllm_bench_result(const std::string& path) {
     }
   }
   if (n == 0) return f.error(kVllmInputLens, "no requests (an empty list)");
-  const json &inputs = *lists[0].second, &outputs = *lists[1].second, &ttfts = *lists[2].second,
-             &itls = *lists[3].second, &errors = *lists[4].second;
-  const json *latencies = lists[5].second, *starts = lists[6].second, *queues = lists[7].second;
-  r.has_latencies = latencies != nullptr;
-  r.has_start_times = starts != nullptr;
-  r.has_queue_times = queues != nullptr;
-  r.requests.resize(n);
-  for (size_t i = 0; i < n; ++i) {
-    VllmBenchRequest& q = r.requests[i];
-    const json& e = errors[i];
-    if (!e.is_string() && !e.is_null()) return f.error(at(kVllmErrors, i), "expected a string, got " + json_excerpt(e));
-    if (e.is_string()) q.error = e.get<std::string>();
-    Result<int32_t> in = f.tokens(inputs[i], at(kVllmInputLens, i));
-    if (!in.ok()) return in.error();
-    Result<int32_t> out = f.tokens(outputs[i], at(kVllmOutputLens, i));
-    if (!out.ok()) return out.error();
-    q.input_len = in.value();
-    q.output_len = out.value();
-    Result<double> ttft = f.seconds(ttfts[i], at(kVllmTtfts, i));
-    if (!ttft.ok()) return ttft.error();
-    q.ttft = ttft.value();
-    if (!itls[i].is_array()) return f.error(at(kVllmItls, i), "expected a list of seconds, got " + json_excerpt(itls[i]));
-    q.itls.reserve(itls[i].size());
-    for (size_t k = 0; k < itls[i].size(); ++k) {
-      Result<double> gap = f.seconds(itls[i][k], at(kVllmItls, i) + "[" + std::to_string(k) + "]");
-      if (!gap.ok()) return gap.error();
-      q.itls.push_back(gap.value());
-    }
-    if (latencies != nullptr) {
-      Result<double> l = f.seconds((*latencies)[i], at(kVllmLatencies, i));
-      if (!l.ok()) return l.error();
-      q.latency = l.value();
-    } else {
-      q.latency = q.ttft + std::accumulate(q.itls.begin(), q.itls.end(), 0.0);
-    }
-    if (starts != nullptr) {
-      Result<double> s = f.seconds((*starts)[i], at(kVllmStartTimes, i));
-      if (!s.ok()) return s.error();
-      q.start_time = s.value();
-    }
-    if (queues != nullptr) {
-      Result<double> w = f.seconds((*queues)[i], at(kVllmQueueTimes, i));
-      if (!w.ok()) return w.error();
-      q.queue_time = w.value();
-    }
-    if (!q.failed() && q.output_len < 1) {
-      return f.error(at(kVllmOutputLens, i), "a successful request (no error) with 0 output tokens");
-    }
-    if (!q.failed() && q.input_len < 1) {
-      return f.error(at(kVllmInputLens, i), "a successful request (no error) with an empty prompt");
-    }
-    if (Status s = check_token_gaps(f, q, i, latencies != nullptr); !s.ok()) return s.error();
+  return ResultLists{lists[0].second, lists[1].second, lists[2].second, lists[3].second, lists[4].second,
+                     lists[5].second, lists[6].second, lists[7].second, n};
+}
+
+// Seconds at `key`[i] of an optional list, into `to`; nothing when the list is absent.
+Status read_optional_seconds(const ResultFields& f, const json* list, const char* key, size_t i, double& to) {
+  if (list == nullptr) return Ok{};
+  Result<double> v = f.seconds((*list)[i], at(key, i));
+  if (!v.ok()) return v.error();
+  to = v.value();
+  return Ok{};
+}
+
+// Request i: its entry in each list.
+Status read_request(const ResultFields& f, const ResultLists& l, size_t i, VllmBenchRequest& q) {
+  const json& e = (*l.errors)[i];
+  if (!e.is_string() && !e.is_null()) return f.error(at(kVllmErrors, i), "expected a string, got " + json_excerpt(e));
+  if (e.is_string()) q.error = e.get<std::string>();
+  Result<int32_t> in = f.tokens((*l.inputs)[i], at(kVllmInputLens, i));
+  if (!in.ok()) return in.error();
+  Result<int32_t> out = f.tokens((*l.outputs)[i], at(kVllmOutputLens, i));
+  if (!out.ok()) return out.error();
+  q.input_len = in.value();
+  q.output_len = out.value();
+  Result<double> ttft = f.seconds((*l.ttfts)[i], at(kVllmTtfts, i));
+  if (!ttft.ok()) return ttft.error();
+  q.ttft = ttft.value();
+  const json& gaps = (*l.itls)[i];
+  if (!gaps.is_array()) return f.error(at(kVllmItls, i), "expected a list of seconds, got " + json_excerpt(gaps));
+  q.itls.reserve(gaps.size());
+  for (size_t k = 0; k < gaps.size(); ++k) {
+    Result<double> gap = f.seconds(gaps[k], at(kVllmItls, i) + "[" + std::to_string(k) + "]");
+    if (!gap.ok()) return gap.error();
+    q.itls.push_back(gap.value());
+  }
+  if (l.latencies == nullptr) q.latency = q.ttft + std::accumulate(q.itls.begin(), q.itls.end(), 0.0);
+  if (Status s = read_optional_seconds(f, l.latencies, kVllmLatencies, i, q.latency); !s.ok()) return s;
+  if (Status s = read_optional_seconds(f, l.starts, kVllmStartTimes, i, q.start_time); !s.ok()) return s;
+  if (Status s = read_optional_seconds(f, l.queues, kVllmQueueTimes, i, q.queue_time); !s.ok()) return s;
+  if (!q.failed() && q.output_len < 1) {
+    return f.error(at(kVllmOutputLens, i), "a successful request (no error) with 0 output tokens");
+  }
+  if (!q.failed() && q.input_len < 1) {
+    return f.error(at(kVllmInputLens, i), "a successful request (no error) with an empty prompt");
+  }
+  return check_token_gaps(f, q, i, l.latencies != nullptr);
+}
+
+}  // namespace
+
+Result<VllmBenchResult> read_vllm_bench_result(const std::string& path) {
+  Result<std::string> text = read_text_file(path, kMaxResultBytes);
+  if (!text.ok()) return text.error();
+  json j;
+  if (std::optional<JsonParseFailure> failure = parse_json(text.value(), j)) {
+    const auto [line, col] = json_line_col(text.value(), failure->byte);
+    return Error{path + ":" + std::to_string(line) + ":" + std::to_string(col) + ": not JSON (" +
+                 failure->message + "); expected the file of `vllm bench serve --save-result --save-detailed` "
+                 "(one result: --append-result files hold several, one per line)"};
+  }
+  if (!j.is_object()) {
+    return Error{path + ": expected a JSON object (a vllm bench serve result), got " + json_excerpt(j)};
+  }
+  const ResultFields f(j, path);
+  VllmBenchResult r;
+  r.path = path;
+  if (Status s = read_header(f, r); !s.ok()) return s.error();
+  Result<ResultLists> lists = read_lists(f);
+  if (!lists.ok()) return lists.error();
+  const ResultLists& l = lists.value();
+  r.has_latencies = l.latencies != nullptr;
+  r.has_start_times = l.starts != nullptr;
+  r.has_queue_times = l.queues != nullptr;
+  r.requests.resize(l.n);
+  for (size_t i = 0; i < l.n; ++i) {
+    if (Status s = read_request(f, l, i, r.requests[i]); !s.ok()) return s.error();
   }
   return r;
 }

@@ -37,18 +37,12 @@ Result<Workload> apply_load(Workload w, const LoadControls& load, bool generated
   return w;
 }
 
-// parse_workload without the load controls that apply after loading; *generated says whether the
-// file was a [generate] table.
-Result<Workload> parse_workload_section(std::string_view text, const std::string& path,
-                                        std::optional<uint64_t> seed_override,
-                                        const LoadControls& load, bool* generated) {
-  auto parsed = parse_toml(text, path);
-  if (!parsed) return parsed.error();
-  const toml::table& root = parsed.value();
-  const TableFields top(root, path, "");
-  Status known = top.check_known({"request", "prefix", "generate", "replay"});
-  if (!known) return known.error();
+std::string section_header(std::string_view key) {
+  return key == "request" ? std::string("[[request]]") : "[" + std::string(key) + "]";
+}
 
+// The file's one workload section: request, generate or replay.
+Result<std::string_view> workload_section(const toml::table& root, const std::string& path) {
   // The sections present, in file order, to say which two clash.
   std::vector<std::pair<toml::source_position, std::string_view>> present;
   for (std::string_view key : {"request", "generate", "replay"}) {
@@ -63,42 +57,57 @@ Result<Workload> parse_workload_section(std::string_view text, const std::string
     return a.first.line != b.first.line ? a.first.line < b.first.line
                                         : a.first.column < b.first.column;
   });
-  auto header = [](std::string_view key) {
-    return key == "request" ? std::string("[[request]]") : "[" + std::string(key) + "]";
-  };
   if (present.size() > 1) {
     return error_at(path, present[1].first, present[1].second,
                     "a workload has exactly one of [[request]] entries, [generate] or [replay]; "
-                    "this file also has " + header(present[0].second) + " on line " +
+                    "this file also has " + section_header(present[0].second) + " on line " +
                         std::to_string(present[0].first.line));
   }
+  return present[0].second;
+}
 
-  Workload w;
-  const std::string_view section = present[0].second;
-  if (section == "replay") {
-    const toml::node& node = *root.get("replay");
-    if (!node.is_table()) {
-      return error_at(path, node.source().begin, "replay",
-                      "expected a [replay] table, got " + describe_value(node));
-    }
-    auto options = parse_replay_table(*node.as_table(), path);
-    if (!options) return options.error();
-    options.value().seed = seed_override.value_or(0);
-    auto replayed = replay_trace(options.value());  // sorted by arrival, no dependencies
-    if (!replayed) {
-      return Error{replayed.error().message + " (the trace of [replay] at " +
-                   format_where(path, node.source().begin) + ")"};
-    }
-    return replayed;
+// A [replay] table's trace, read.
+Result<Workload> replay_section(const toml::table& root, const std::string& path, std::optional<uint64_t> seed_override) {
+  const toml::node& node = *root.get("replay");
+  if (!node.is_table()) {
+    return error_at(path, node.source().begin, "replay",
+                    "expected a [replay] table, got " + describe_value(node));
   }
+  auto options = parse_replay_table(*node.as_table(), path);
+  if (!options) return options.error();
+  options.value().seed = seed_override.value_or(0);
+  auto replayed = replay_trace(options.value());  // sorted by arrival, no dependencies
+  if (!replayed) {
+    return Error{replayed.error().message + " (the trace of [replay] at " +
+                 format_where(path, node.source().begin) + ")"};
+  }
+  return replayed;
+}
+
+// parse_workload without the load controls that apply after loading; *generated says whether the
+// file was a [generate] table.
+Result<Workload> parse_workload_section(std::string_view text, const std::string& path,
+                                        std::optional<uint64_t> seed_override,
+                                        const LoadControls& load, bool* generated) {
+  auto parsed = parse_toml(text, path);
+  if (!parsed) return parsed.error();
+  const toml::table& root = parsed.value();
+  const TableFields top(root, path, "");
+  Status known = top.check_known({"request", "prefix", "generate", "replay"});
+  if (!known) return known.error();
+  Result<std::string_view> found = workload_section(root, path);
+  if (!found.ok()) return found.error();
+  const std::string_view section = found.value();
+  if (section == "replay") return replay_section(root, path, seed_override);
   if (const toml::node* prefix = root.get("prefix"); prefix && section != "request") {
     return error_at(path, prefix->source().begin, "prefix",
                     "[[prefix]] entries are named by [[request]] entries; with " +
-                        header(section) + " they are never used" +
+                        section_header(section) + " they are never used" +
                         (section == "generate" ? " (shared prefixes of generated requests go in "
                                                  "[generate.prefixes])"
                                                : ""));
   }
+  Workload w;
   if (section == "request") {
     auto specs = read_explicit_requests(root, path);
     if (!specs) return specs.error();

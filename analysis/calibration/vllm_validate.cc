@@ -154,44 +154,89 @@ std::vector<LatencyComparison> compare_latencies(const std::vector<VllmBenchRequ
           compare_latency("itl", m.itl, s.itl), compare_latency("e2el", m.e2el, s.e2el)};
 }
 
+namespace {
+
+nlohmann::ordered_json latency_json(const LatencyComparison& l) {
+  nlohmann::ordered_json e;
+  e["n"] = {{"measured", l.measured_n}, {"simulated", l.simulated_n}};
+  e["mean_s"] = {{"measured", l.measured_mean}, {"simulated", l.simulated_mean}};
+  nlohmann::ordered_json ps = nlohmann::ordered_json::array();
+  for (const PercentileComparison& p : l.percentiles) {
+    ps.push_back({{"p", p.p}, {"measured_s", p.measured}, {"simulated_s", p.simulated},
+                  {"error", optional_json(p.error)}});
+  }
+  e["percentiles"] = std::move(ps);
+  e["mape"] = optional_json(l.mape);
+  if (l.ks) {
+    e["ks"] = {{"d", l.ks->d}, {"p_value", l.ks->p_value}, {"n_effective", l.ks->n_effective}};
+  } else {
+    e["ks"] = nullptr;
+  }
+  return e;
+}
+
+void print_comparison_json(const VllmComparison& c, const std::string& model, const std::string& hardware,
+                           std::ostream& out) {
+  nlohmann::ordered_json j;
+  j["file"] = c.file;
+  j["requests"] = {{"in_file", c.requests}, {"failed", c.failed}, {"replayed", c.simulated},
+                   {"simulated_completed", c.sim_completed}, {"simulated_rejected", c.sim_rejected},
+                   {"simulated_unfinished", c.sim_unfinished}};
+  j["arrivals"] = c.arrivals;
+  j["simulated"] = {{"policy", c.header.policy}, {"hardware", hardware}, {"model", model},
+                    {"tp", c.header.tp}, {"replicas", c.header.replicas}};
+  // The run is kept only with --db.
+  j["simulated"]["run_id"] = c.header.db_path.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c.header.run_id);
+  j["simulated"]["db"] = c.header.db_path.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c.header.db_path);
+  j["output_throughput"] = {{"measured", optional_json(c.measured_output_throughput)},
+                            {"simulated", optional_json(c.simulated_output_throughput)}};
+  nlohmann::ordered_json lat = nlohmann::ordered_json::object();
+  for (const LatencyComparison& l : c.latencies) lat[l.name] = latency_json(l);
+  j["latencies"] = std::move(lat);
+  out << j.dump(2) << "\n";
+}
+
+// One latency's table: n, mean and percentiles, measured and simulated, and the error; then its
+// MAPE and KS distance.
+void print_latency_text(const LatencyComparison& l, std::ostream& out) {
+  out << "\n" << title(l.name) << ", ms\n";
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> head = {"", "n", "mean"};
+  for (double p : kStandardPercentiles) head.push_back("p" + percentile_suffix(p).substr(2));
+  rows.push_back(head);
+  std::vector<std::string> m = {"measured", std::to_string(l.measured_n), fixed(l.measured_mean * 1000, 2)};
+  std::vector<std::string> s = {"simulated", std::to_string(l.simulated_n), fixed(l.simulated_mean * 1000, 2)};
+  std::vector<std::string> e = {"error", "",
+                                percent(l.measured_mean > 0 ? std::optional<double>((l.simulated_mean - l.measured_mean) /
+                                                                                    l.measured_mean)
+                                                            : std::nullopt)};
+  for (const PercentileComparison& p : l.percentiles) {
+    m.push_back(fixed(p.measured * 1000, 2));
+    s.push_back(fixed(p.simulated * 1000, 2));
+    e.push_back(percent(p.error));
+  }
+  rows.push_back(m);
+  rows.push_back(s);
+  rows.push_back(e);
+  print_aligned(out, rows, [](size_t i) { return i == 0; });
+  if (l.ks) {
+    char line[200];
+    std::snprintf(line, sizeof line, "MAPE over the percentiles %s; KS distance D = %.4f, p = %.3g (n_eff %.1f)\n",
+                  l.mape ? (fixed(*l.mape * 100, 1) + "%").c_str() : "-", l.ks->d, l.ks->p_value,
+                  l.ks->n_effective);
+    out << line;
+  } else {
+    out << "no values on " << (l.measured_n == 0 ? "the measured" : "the simulated") << " side\n";
+  }
+}
+
+}  // namespace
+
 void print_vllm_comparison(const VllmComparison& c, ReportFormat format, std::ostream& out) {
   const std::string model = preset_display_name(c.header.model, PresetKind::kModel);
   const std::string hardware = preset_display_name(c.header.hardware, PresetKind::kHardware);
   if (format == ReportFormat::kJson) {
-    nlohmann::ordered_json j;
-    j["file"] = c.file;
-    j["requests"] = {{"in_file", c.requests}, {"failed", c.failed}, {"replayed", c.simulated},
-                     {"simulated_completed", c.sim_completed}, {"simulated_rejected", c.sim_rejected},
-                     {"simulated_unfinished", c.sim_unfinished}};
-    j["arrivals"] = c.arrivals;
-    j["simulated"] = {{"policy", c.header.policy}, {"hardware", hardware}, {"model", model},
-                      {"tp", c.header.tp}, {"replicas", c.header.replicas}};
-    // The run is kept only with --db.
-    j["simulated"]["run_id"] = c.header.db_path.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c.header.run_id);
-    j["simulated"]["db"] = c.header.db_path.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c.header.db_path);
-    j["output_throughput"] = {{"measured", optional_json(c.measured_output_throughput)},
-                              {"simulated", optional_json(c.simulated_output_throughput)}};
-    nlohmann::ordered_json lat = nlohmann::ordered_json::object();
-    for (const LatencyComparison& l : c.latencies) {
-      nlohmann::ordered_json e;
-      e["n"] = {{"measured", l.measured_n}, {"simulated", l.simulated_n}};
-      e["mean_s"] = {{"measured", l.measured_mean}, {"simulated", l.simulated_mean}};
-      nlohmann::ordered_json ps = nlohmann::ordered_json::array();
-      for (const PercentileComparison& p : l.percentiles) {
-        ps.push_back({{"p", p.p}, {"measured_s", p.measured}, {"simulated_s", p.simulated},
-                      {"error", optional_json(p.error)}});
-      }
-      e["percentiles"] = std::move(ps);
-      e["mape"] = optional_json(l.mape);
-      if (l.ks) {
-        e["ks"] = {{"d", l.ks->d}, {"p_value", l.ks->p_value}, {"n_effective", l.ks->n_effective}};
-      } else {
-        e["ks"] = nullptr;
-      }
-      lat[l.name] = std::move(e);
-    }
-    j["latencies"] = std::move(lat);
-    out << j.dump(2) << "\n";
+    print_comparison_json(c, model, hardware, out);
     return;
   }
   out << "Measured: " << c.file << " (vllm bench serve)\n"
@@ -214,37 +259,7 @@ void print_vllm_comparison(const VllmComparison& c, ReportFormat format, std::os
                  {"output throughput (tok/s)", tput(c.measured_output_throughput), tput(c.simulated_output_throughput),
                   percent(tput_error)}},
                 [](size_t i) { return i == 0; });
-  for (const LatencyComparison& l : c.latencies) {
-    out << "\n" << title(l.name) << ", ms\n";
-    std::vector<std::vector<std::string>> rows;
-    std::vector<std::string> head = {"", "n", "mean"};
-    for (double p : kStandardPercentiles) head.push_back("p" + percentile_suffix(p).substr(2));
-    rows.push_back(head);
-    std::vector<std::string> m = {"measured", std::to_string(l.measured_n), fixed(l.measured_mean * 1000, 2)};
-    std::vector<std::string> s = {"simulated", std::to_string(l.simulated_n), fixed(l.simulated_mean * 1000, 2)};
-    std::vector<std::string> e = {"error", "",
-                                  percent(l.measured_mean > 0 ? std::optional<double>((l.simulated_mean - l.measured_mean) /
-                                                                                      l.measured_mean)
-                                                              : std::nullopt)};
-    for (const PercentileComparison& p : l.percentiles) {
-      m.push_back(fixed(p.measured * 1000, 2));
-      s.push_back(fixed(p.simulated * 1000, 2));
-      e.push_back(percent(p.error));
-    }
-    rows.push_back(m);
-    rows.push_back(s);
-    rows.push_back(e);
-    print_aligned(out, rows, [](size_t i) { return i == 0; });
-    if (l.ks) {
-      char line[200];
-      std::snprintf(line, sizeof line, "MAPE over the percentiles %s; KS distance D = %.4f, p = %.3g (n_eff %.1f)\n",
-                    l.mape ? (fixed(*l.mape * 100, 1) + "%").c_str() : "-", l.ks->d, l.ks->p_value,
-                    l.ks->n_effective);
-      out << line;
-    } else {
-      out << "no values on " << (l.measured_n == 0 ? "the measured" : "the simulated") << " side\n";
-    }
-  }
+  for (const LatencyComparison& l : c.latencies) print_latency_text(l, out);
 }
 
 nlohmann::ordered_json vllm_detailed_result(const VllmBenchResult& measured,

@@ -14,6 +14,17 @@
 namespace servesim {
 namespace {
 
+// Goodput as vLLM's: TPOT is 0 for a one-token response; each objective given must be met.
+bool meets_slos(const MetricsOptions& o, const Request& r) {
+  const double ttft = r.first_token >= 0 ? to_seconds(r.first_token - r.arrival) : 0;
+  const double tpot = r.num_output > 1 && r.first_token >= 0
+                          ? to_seconds(r.finished - r.first_token) / (r.num_output - 1)
+                          : 0;
+  const double e2el = to_seconds(r.finished - r.arrival);
+  return (o.slo_ttft <= 0 || ttft <= o.slo_ttft) && (o.slo_tpot <= 0 || tpot <= o.slo_tpot) &&
+         (o.slo_e2el <= 0 || e2el <= o.slo_e2el);
+}
+
 // The backlog test, with TTFT's and TPOT's distributions, runs on a second thread beside the
 // other distributions from this many requests (below, not worth a thread).
 constexpr size_t kBacklogBesideMin = size_t{1} << 14;
@@ -205,18 +216,7 @@ void MetricsAccumulator::on_request(const Request& r) {
     }
   }
   if (r.scheduled >= 0) queue_.push_back(to_seconds(r.scheduled - r.arrival));
-  if (!has_slos()) return;
-  // Goodput as vLLM's: TPOT is 0 for a one-token response; each objective given must be met.
-  const double ttft = r.first_token >= 0 ? to_seconds(r.first_token - r.arrival) : 0;
-  const double tpot = r.num_output > 1 && r.first_token >= 0
-                          ? to_seconds(r.finished - r.first_token) / (r.num_output - 1)
-                          : 0;
-  const double e2el = to_seconds(r.finished - r.arrival);
-  if ((options_.slo_ttft <= 0 || ttft <= options_.slo_ttft) &&
-      (options_.slo_tpot <= 0 || tpot <= options_.slo_tpot) &&
-      (options_.slo_e2el <= 0 || e2el <= options_.slo_e2el)) {
-    ++good_;
-  }
+  if (has_slos() && meets_slos(options_, r)) ++good_;
 }
 
 void MetricsAccumulator::on_transfer(const TransferRecord& t) {
@@ -225,9 +225,8 @@ void MetricsAccumulator::on_transfer(const TransferRecord& t) {
   transfer_bytes_ += t.bytes;
 }
 
-std::vector<Metric> MetricsAccumulator::compute(std::vector<QuantilePoint>* quantiles) const {
-  std::vector<Metric> out;
-  out.reserve(metric_names().size());
+// The counts, the run's duration and its rates; the duration.
+double MetricsAccumulator::add_counts(std::vector<Metric>& out) const {
   auto count = [&](const char* name, int64_t n) { out.push_back({name, static_cast<double>(n)}); };
   count("completed", completed_);
   count("rejected", rejected_);
@@ -253,6 +252,12 @@ std::vector<Metric> MetricsAccumulator::compute(std::vector<QuantilePoint>* quan
     // Rejected requests count as misses: they were sent and never served.
     out.push_back({"slo_attainment", static_cast<double>(good_) / static_cast<double>(completed_ + rejected_)});
   }
+  return duration;
+}
+
+// The latencies' distributions; the backlog's trend, found beside them.
+BacklogTrend MetricsAccumulator::add_distributions(std::vector<Metric>& out,
+                                                   std::vector<QuantilePoint>* quantiles) const {
   // The run's percentiles: the standard ones and any asked for, ascending, each once.
   std::vector<double> percentiles(std::begin(kStandardPercentiles), std::end(kStandardPercentiles));
   percentiles.insert(percentiles.end(), options_.percentiles.begin(), options_.percentiles.end());
@@ -306,7 +311,13 @@ std::vector<Metric> MetricsAccumulator::compute(std::vector<QuantilePoint>* quan
   if (!alone) beside.join();
   first.append_to(out, quantiles);
   rest.append_to(out, quantiles);
+  if (alone) backlog();
+  return trend;
+}
 
+// How busy the slots and the KV cache were, the preemptions and iterations, the prefix cache's hits.
+void MetricsAccumulator::add_utilization(std::vector<Metric>& out, double duration) const {
+  auto count = [&](const char* name, int64_t n) { out.push_back({name, static_cast<double>(n)}); };
   const double slots = static_cast<double>(options_.max_num_seqs) * options_.replicas * duration;
   if (slots > 0) out.push_back({"slot_utilization", static_cast<double>(emitting_ns_) / 1e9 / slots});
   if (kv_limited_) {
@@ -331,7 +342,38 @@ std::vector<Metric> MetricsAccumulator::compute(std::vector<QuantilePoint>* quan
   // Requests whose prompt names its content (a trace's block hashes, shared prefixes, a
   // conversation's history): with none, no two prompts can share a cached prefix.
   if (options_.prefix_caching) count("prefix_cacheable_requests", cacheable_);
-  if (alone) backlog();
+}
+
+// Disaggregated serving: the KV transfers, and how busy each pool was.
+void MetricsAccumulator::add_transfers(std::vector<Metric>& out, double duration) const {
+  out.push_back({"kv_transfers", static_cast<double>(transfer_wait_.size())});
+  out.push_back({"kv_transfer_gib", transfer_bytes_ / (1 << 30)});
+  for (const auto& [name, values] : {std::pair{"kv_transfer_wait", &transfer_wait_}, std::pair{"kv_transfer_time", &transfer_time_}}) {
+    if (values->empty()) continue;
+    std::vector<double> sorted = *values;
+    std::sort(sorted.begin(), sorted.end());
+    out.push_back({std::string(name) + "_mean", exact_mean(sorted)});
+    out.push_back({std::string(name) + "_p99", percentile(sorted, 99)});
+  }
+  // Busy time over the pool's replicas' time: how much of the pool the run kept working.
+  for (const auto& [name, pool] : {std::pair{"prefill_utilization", 1}, std::pair{"decode_utilization", 2}}) {
+    Time busy = 0;
+    int64_t replicas = 0;
+    for (size_t r = 0; r < options_.pools.size(); ++r) {
+      if (options_.pools[r] != pool) continue;
+      ++replicas;
+      if (r < busy_.size()) busy += busy_[r];
+    }
+    if (replicas > 0 && duration > 0) out.push_back({name, to_seconds(busy) / (static_cast<double>(replicas) * duration)});
+  }
+}
+
+std::vector<Metric> MetricsAccumulator::compute(std::vector<QuantilePoint>* quantiles) const {
+  std::vector<Metric> out;
+  out.reserve(metric_names().size());
+  const double duration = add_counts(out);
+  const BacklogTrend trend = add_distributions(out, quantiles);
+  add_utilization(out, duration);
   sorted_parts_.assign(1, sample_sizes());  // each sample is sorted now
   if (trend.known) {
     out.push_back({"overloaded", trend.overloaded ? 1.0 : 0.0});
@@ -339,28 +381,7 @@ std::vector<Metric> MetricsAccumulator::compute(std::vector<QuantilePoint>* quan
     out.push_back({"backlog_growth_share", trend.share()});
   }
   add_deployment_metrics(out, options_, duration, output_tokens_);
-  if (!options_.pools.empty()) {
-    out.push_back({"kv_transfers", static_cast<double>(transfer_wait_.size())});
-    out.push_back({"kv_transfer_gib", transfer_bytes_ / (1 << 30)});
-    for (const auto& [name, values] : {std::pair{"kv_transfer_wait", &transfer_wait_}, std::pair{"kv_transfer_time", &transfer_time_}}) {
-      if (values->empty()) continue;
-      std::vector<double> sorted = *values;
-      std::sort(sorted.begin(), sorted.end());
-      out.push_back({std::string(name) + "_mean", exact_mean(sorted)});
-      out.push_back({std::string(name) + "_p99", percentile(sorted, 99)});
-    }
-    // Busy time over the pool's replicas' time: how much of the pool the run kept working.
-    for (const auto& [name, pool] : {std::pair{"prefill_utilization", 1}, std::pair{"decode_utilization", 2}}) {
-      Time busy = 0;
-      int64_t replicas = 0;
-      for (size_t r = 0; r < options_.pools.size(); ++r) {
-        if (options_.pools[r] != pool) continue;
-        ++replicas;
-        if (r < busy_.size()) busy += busy_[r];
-      }
-      if (replicas > 0 && duration > 0) out.push_back({name, to_seconds(busy) / (static_cast<double>(replicas) * duration)});
-    }
-  }
+  if (!options_.pools.empty()) add_transfers(out, duration);
   return out;
 }
 

@@ -158,6 +158,11 @@ class MetricsAccumulator : public Recorder {
  private:
   bool has_slos() const { return options_.slo_ttft > 0 || options_.slo_tpot > 0 || options_.slo_e2el > 0; }
   void count_iteration(int32_t replica, Time duration, int32_t emitted, int64_t kv_used, int64_t kv_total);
+  // compute()'s parts, in the order of its lines.
+  double add_counts(std::vector<Metric>& out) const;
+  BacklogTrend add_distributions(std::vector<Metric>& out, std::vector<QuantilePoint>* quantiles) const;
+  void add_utilization(std::vector<Metric>& out, double duration) const;
+  void add_transfers(std::vector<Metric>& out, double duration) const;
 
   // Sums kept in integers, so that they do not depend on the order replicas report in.
 

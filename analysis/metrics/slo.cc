@@ -55,35 +55,30 @@ std::string known_slo_keys() {
   return out + ", slo_attainment, rejected";
 }
 
-Result<Slo> parse_slo(const std::string& token) {
-  const size_t eq = token.find('=');
-  const std::string quoted = "--slo '" + token + "'";
-  if (eq == std::string::npos || eq == 0) {
-    return Error{quoted + ": expected KEY=VALUE, e.g. p99_ttft=2s (keys: " + known_slo_keys() + ")"};
-  }
-  Slo slo;
-  slo.key = token.substr(0, eq);
-  std::string value = token.substr(eq + 1);
-  slo.given = value;
+namespace {
+
+// The metric an SLO's key names: slo_attainment, rejected, or STAT_LATENCY (p99_ttft: ttft_p99).
+Status read_slo_key(Slo& slo, const std::string& quoted) {
   if (slo.key == "slo_attainment" || slo.key == "rejected") {
     slo.metric = slo.key;
     slo.at_least = slo.key == "slo_attainment";
     slo.unit = "";
-  } else {
-    const size_t us = slo.key.find('_');
-    const std::string stat = slo.key.substr(0, us), what = us == std::string::npos ? "" : slo.key.substr(us + 1);
-    const bool ok_stat = std::find(std::begin(kStats), std::end(kStats), stat) != std::end(kStats);
-    const bool ok_what = std::find(std::begin(kLatencies), std::end(kLatencies), what) != std::end(kLatencies);
-    if (!ok_stat || !ok_what) {
-      return Error{quoted + ": unknown SLO '" + slo.key + "' (known: " + known_slo_keys() + ")"};
-    }
-    slo.metric = what + "_" + stat;
+    return Ok{};
   }
-  const bool time = is_latency(slo);
-  // The number (decimal digits, a point, an exponent) and its unit after it.
-  const size_t unit_at = value.find_first_not_of("0123456789.eE+-");
-  const std::string number = value.substr(0, unit_at), unit = unit_at == std::string::npos ? "" : value.substr(unit_at);
-  double scale = 1;
+  const size_t us = slo.key.find('_');
+  const std::string stat = slo.key.substr(0, us), what = us == std::string::npos ? "" : slo.key.substr(us + 1);
+  const bool ok_stat = std::find(std::begin(kStats), std::end(kStats), stat) != std::end(kStats);
+  const bool ok_what = std::find(std::begin(kLatencies), std::end(kLatencies), what) != std::end(kLatencies);
+  if (!ok_stat || !ok_what) {
+    return Error{quoted + ": unknown SLO '" + slo.key + "' (known: " + known_slo_keys() + ")"};
+  }
+  slo.metric = what + "_" + stat;
+  return Ok{};
+}
+
+// What the unit after an SLO's number scales it by (a latency's s or ms, a share's %).
+Result<double> read_slo_unit(Slo& slo, bool time, const std::string& number, const std::string& unit,
+                             const std::string& value, const std::string& quoted) {
   if (time) {
     if (unit.empty()) {
       // A bare number is not read as seconds: 2 could mean 2 s or 2 ms.
@@ -94,12 +89,34 @@ Result<Slo> parse_slo(const std::string& token) {
       return Error{quoted + ": unknown unit '" + unit + "': give s or ms, e.g. 2s or 150ms"};
     }
     slo.unit = unit;
-    scale = unit == "ms" ? 1e-3 : 1;
-  } else if (unit == "%") {
-    scale = 0.01;
-  } else if (!unit.empty()) {
+    return unit == "ms" ? 1e-3 : 1;
+  }
+  if (unit == "%") return 0.01;
+  if (!unit.empty()) {
     return Error{quoted + ": expected a fraction in [0, 1], e.g. 0.99 or 99%, got '" + value + "'"};
   }
+  return 1.0;
+}
+
+}  // namespace
+
+Result<Slo> parse_slo(const std::string& token) {
+  const size_t eq = token.find('=');
+  const std::string quoted = "--slo '" + token + "'";
+  if (eq == std::string::npos || eq == 0) {
+    return Error{quoted + ": expected KEY=VALUE, e.g. p99_ttft=2s (keys: " + known_slo_keys() + ")"};
+  }
+  Slo slo;
+  slo.key = token.substr(0, eq);
+  std::string value = token.substr(eq + 1);
+  slo.given = value;
+  if (Status s = read_slo_key(slo, quoted); !s.ok()) return s.error();
+  const bool time = is_latency(slo);
+  // The number (decimal digits, a point, an exponent) and its unit after it.
+  const size_t unit_at = value.find_first_not_of("0123456789.eE+-");
+  const std::string number = value.substr(0, unit_at), unit = unit_at == std::string::npos ? "" : value.substr(unit_at);
+  Result<double> scale = read_slo_unit(slo, time, number, unit, value, quoted);
+  if (!scale.ok()) return scale.error();
   char* end = nullptr;
   const double v = std::strtod(number.c_str(), &end);
   if (number.empty() || end != number.c_str() + number.size() || !std::isfinite(v) || v < 0 || (time && v == 0)) {
@@ -107,7 +124,7 @@ Result<Slo> parse_slo(const std::string& token) {
                  (time ? std::string("a time > 0 with s or ms, e.g. 2s or 150ms")
                        : std::string("a fraction in [0, 1], e.g. 0.99 or 99%"))};
   }
-  slo.bound = v * scale;
+  slo.bound = v * scale.value();
   if (!time && slo.bound > 1) return Error{quoted + ": expected a fraction in [0, 1], e.g. 0.99 or 99%"};
   return slo;
 }

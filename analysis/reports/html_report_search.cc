@@ -213,6 +213,21 @@ Table max_rate_table(const SweepView& view) {
   return t;
 }
 
+// In combination `combo` of the keys but request_rate (key rk): the usable point of the largest
+// rate, and the point of the next rate up (nullptr when none).
+std::pair<const SweepPoint*, const SweepPoint*> carried_and_next(const SweepView& view,
+                                                                 const std::vector<SweptValue>& combo, size_t rk) {
+  const SweepPoint *best = nullptr, *next = nullptr;
+  for (const SweepPoint& p : view.points) {
+    if (in_combination(view, p, combo, rk) && p.pass() && (!best || p.keys[rk].x > best->keys[rk].x)) best = &p;
+  }
+  for (const SweepPoint& p : view.points) {
+    const bool above = !best || p.keys[rk].x > best->keys[rk].x;
+    if (in_combination(view, p, combo, rk) && above && (!next || p.keys[rk].x < next->keys[rk].x)) next = &p;
+  }
+  return {best, next};
+}
+
 // A sweep over request_rate: for each combination of the other keys, the largest rate whose point
 // is usable (done, not overloaded), and the verdict of the next rate up.
 std::optional<Table> carried_rate_table(const SweepView& view) {
@@ -233,14 +248,7 @@ std::optional<Table> carried_rate_table(const SweepView& view) {
   }
   for (const std::string& m : metrics) t.header.push_back(header_of(m));
   for (const std::vector<SweptValue>& combo : combinations(view, rk)) {
-    const SweepPoint *best = nullptr, *next = nullptr;
-    for (const SweepPoint& p : view.points) {
-      if (in_combination(view, p, combo, rk) && p.pass() && (!best || p.keys[rk].x > best->keys[rk].x)) best = &p;
-    }
-    for (const SweepPoint& p : view.points) {
-      const bool above = !best || p.keys[rk].x > best->keys[rk].x;
-      if (in_combination(view, p, combo, rk) && above && (!next || p.keys[rk].x < next->keys[rk].x)) next = &p;
-    }
+    const auto [best, next] = carried_and_next(view, combo, rk);
     if (!best && !next) continue;
     std::vector<std::string> cells;
     for (const SweptValue& v : combo) cells.push_back(v.text);

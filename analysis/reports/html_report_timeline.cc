@@ -110,14 +110,11 @@ Card series_card(const std::string& title, const std::string& y_title, const std
   return card;
 }
 
-}  // namespace
-
-Result<Section> timeline_section(Database& db, const std::vector<ReportRun>& runs) {
-  Section section{.title = "Over time"};
+// The runs' lines (a line per replica when `per_replica`, else per run); what runs logged no
+// timeline, in `missing`.
+Status read_lines(Database& db, const std::vector<ReportRun>& runs, bool per_replica, std::vector<Line>& lines,
+                  std::string& missing) {
   const bool table = has_table(db, "timeline");
-  std::vector<Line> lines;
-  std::string missing;
-  const bool per_replica = runs.size() == 1 && runs[0].replicas <= kMaxReplicaLines;
   for (size_t i = 0; i < runs.size(); ++i) {
     const ReportRun& run = runs[i];
     if (!table || count_rows(db, "timeline", run.id) == 0) {
@@ -140,22 +137,12 @@ Result<Section> timeline_section(Database& db, const std::vector<ReportRun>& run
       lines.push_back(std::move(line));
     }
   }
-  if (lines.empty()) {
-    section.cards.push_back(Card{.title = "Time series", .note = missing + "."});
-    return section;
-  }
-  // A run shorter than two buckets has no course over time to show.
-  if (std::all_of(lines.begin(), lines.end(), [](const Line& l) { return l.last - l.first < 1; })) {
-    section.cards.push_back(
-        Card{.title = "Time series",
-             .note = "The run" + std::string(runs.size() > 1 ? "s" : "") +
-                     " lasted less than two timeline buckets of " + format_number(lines[0].width) + " " +
-                     runs[0].time_unit() +
-                     ": set a finer resolution (for example --set log_resolution=0.01) for time series."});
-    return section;
-  }
+  return Ok{};
+}
+
+// The captions' first words: what a line is, and the time buckets' width.
+std::string lines_caption(const std::vector<ReportRun>& runs, const std::vector<Line>& lines, bool per_replica) {
   const std::string t = runs[0].time_unit();
-  const std::string per = runs[0].unit() ? "step" : "s";
   const std::string scope = per_replica ? "One line per replica."
                             : runs.size() == 1
                                 ? "One line: the sum over the run's " + std::to_string(runs[0].replicas) +
@@ -172,21 +159,22 @@ Result<Section> timeline_section(Database& db, const std::vector<ReportRun>& run
     }
     bucket += ".";
   }
-  auto rate = [](double Row::*field) { return [field](const Row& r, double w) { return r.*field / w; }; };
-  auto level = [](double Row::*field) { return [field](const Row& r, double) { return r.*field; }; };
+  return scope + bucket;
+}
 
-  section.cards.push_back(
-      series_card("Running and waiting requests", "requests", lines,
-                  {{"running", "line", level(&Row::seqs)}, {"waiting", "dash", level(&Row::waiting)}}, t,
-                  scope + bucket +
-                      " Running (solid): the most sequences in one iteration's batch; waiting (dashed): the "
-                      "longest queue."));
-  section.cards.push_back(series_card(
-      "Prefill and decode tokens", "tokens/" + per, lines,
-      {{"prefill", "line", rate(&Row::prefill)}, {"decode", "dash", rate(&Row::decode)}}, t,
-      scope + bucket + " Prefill tokens (solid) and decode tokens (dashed) computed per " + per + "."));
-  Card kv = series_card("KV cache blocks used", "blocks", lines, {{"used", "line", level(&Row::kv_mean)}}, t,
-                        scope + bucket +
+// A quantity per second (step) of its bucket, or as it is.
+std::function<double(const Row&, double)> rate_of(double Row::*field) {
+  return [field](const Row& r, double w) { return r.*field / w; };
+}
+
+std::function<double(const Row&, double)> level_of(double Row::*field) {
+  return [field](const Row& r, double) { return r.*field; };
+}
+
+// The KV cache's blocks in use, and (dashed) those the replicas have.
+Card kv_card(const std::vector<Line>& lines, const std::string& t, const std::string& caption) {
+  Card kv = series_card("KV cache blocks used", "blocks", lines, {{"used", "line", level_of(&Row::kv_mean)}}, t,
+                        caption +
                             " Blocks in use, time-weighted mean over each bucket's iterations; dashed: the "
                             "blocks the replica has.");
   for (const Line& line : lines) {
@@ -197,20 +185,65 @@ Result<Section> timeline_section(Database& db, const std::vector<ReportRun>& run
     add_points(s, std::vector<Point>{{x0, line.kv_total}, {x1, line.kv_total}});
     kv.chart["series"].push_back(std::move(s));
   }
-  section.cards.push_back(std::move(kv));
+  return kv;
+}
+
+// The cards of lines that have a course over time.
+std::vector<Card> series_cards(const std::vector<ReportRun>& runs, const std::vector<Line>& lines, bool per_replica) {
+  const std::string t = runs[0].time_unit();
+  const std::string per = runs[0].unit() ? "step" : "s";
+  const std::string caption = lines_caption(runs, lines, per_replica);
+  std::vector<Card> cards;
+  cards.push_back(
+      series_card("Running and waiting requests", "requests", lines,
+                  {{"running", "line", level_of(&Row::seqs)}, {"waiting", "dash", level_of(&Row::waiting)}}, t,
+                  caption +
+                      " Running (solid): the most sequences in one iteration's batch; waiting (dashed): the "
+                      "longest queue."));
+  cards.push_back(series_card(
+      "Prefill and decode tokens", "tokens/" + per, lines,
+      {{"prefill", "line", rate_of(&Row::prefill)}, {"decode", "dash", rate_of(&Row::decode)}}, t,
+      caption + " Prefill tokens (solid) and decode tokens (dashed) computed per " + per + "."));
+  cards.push_back(kv_card(lines, t, caption));
   const bool preempted = std::any_of(lines.begin(), lines.end(), [](const Line& l) {
     return std::any_of(l.rows.begin(), l.rows.end(), [](const Row& r) { return r.preemptions > 0; });
   });
   if (preempted) {
-    section.cards.push_back(series_card(
-        "Preemptions", "preemptions/" + per, lines, {{"preemptions", "line", rate(&Row::preemptions)}}, t,
-        scope + bucket + " Requests preempted (their KV blocks freed, to be recomputed) per " + per + "."));
+    cards.push_back(series_card(
+        "Preemptions", "preemptions/" + per, lines, {{"preemptions", "line", rate_of(&Row::preemptions)}}, t,
+        caption + " Requests preempted (their KV blocks freed, to be recomputed) per " + per + "."));
   } else {
-    section.cards.push_back(Card{.title = "Preemptions", .note = "No request was preempted."});
+    cards.push_back(Card{.title = "Preemptions", .note = "No request was preempted."});
   }
-  section.cards.push_back(series_card("Output throughput", "tokens/" + per, lines,
-                                      {{"output", "line", rate(&Row::emitted)}}, t,
-                                      scope + bucket + " Output tokens emitted per " + per + "."));
+  cards.push_back(series_card("Output throughput", "tokens/" + per, lines,
+                              {{"output", "line", rate_of(&Row::emitted)}}, t,
+                              caption + " Output tokens emitted per " + per + "."));
+  return cards;
+}
+
+}  // namespace
+
+Result<Section> timeline_section(Database& db, const std::vector<ReportRun>& runs) {
+  Section section{.title = "Over time"};
+  std::vector<Line> lines;
+  std::string missing;
+  const bool per_replica = runs.size() == 1 && runs[0].replicas <= kMaxReplicaLines;
+  if (Status s = read_lines(db, runs, per_replica, lines, missing); !s.ok()) return s.error();
+  if (lines.empty()) {
+    section.cards.push_back(Card{.title = "Time series", .note = missing + "."});
+    return section;
+  }
+  // A run shorter than two buckets has no course over time to show.
+  if (std::all_of(lines.begin(), lines.end(), [](const Line& l) { return l.last - l.first < 1; })) {
+    section.cards.push_back(
+        Card{.title = "Time series",
+             .note = "The run" + std::string(runs.size() > 1 ? "s" : "") +
+                     " lasted less than two timeline buckets of " + format_number(lines[0].width) + " " +
+                     runs[0].time_unit() +
+                     ": set a finer resolution (for example --set log_resolution=0.01) for time series."});
+    return section;
+  }
+  section.cards = series_cards(runs, lines, per_replica);
   if (!missing.empty()) {
     for (Card& c : section.cards) c.caption += " Not shown: " + missing + ".";
   }

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <sstream>
 #include <nlohmann/json.hpp>
@@ -171,20 +172,28 @@ std::string text_of(const nlohmann::ordered_json& row, const char* column) {
 
 }  // namespace
 
-void print_summary(std::ostream& out, const SummaryHeader& header,
-                   const std::vector<Metric>& metrics) {
-  const bool unit = header.backend == "unit";
-  const char* time_unit = unit ? "steps" : "s";
-  const char* per = unit ? "step" : "s";
-  const char* latency_unit = unit ? "steps" : "ms";
-  const double latency_scale = unit ? 1.0 : 1000.0;
-  auto metric_line = [&](std::string_view label, const char* name, auto format) {
-    if (const double* v = find(metrics, name)) line(out, label, format(*v));
-  };
-  auto percent = [](double v) { return fixed2(100 * v) + "%"; };
-  auto or_dash = [](const std::string& s) { return s.empty() ? std::string("-") : s; };
+namespace {
 
-  out << center(" Serving Benchmark Result ", '=') << '\n';
+std::string percent(double v) { return fixed2(100 * v) + "%"; }
+
+std::string or_dash(const std::string& s) { return s.empty() ? std::string("-") : s; }
+
+// A line of the summary: a metric's label and how its value reads; left out when the run has no
+// such metric.
+struct MetricLine {
+  std::string label;
+  const char* name;
+  std::function<std::string(double)> format;
+};
+
+void print_lines(std::ostream& out, const std::vector<Metric>& metrics, const std::vector<MetricLine>& lines) {
+  for (const MetricLine& l : lines) {
+    if (const double* v = find(metrics, l.name)) line(out, l.label, l.format(*v));
+  }
+}
+
+// What ran: the run, its policy and backend, hardware and model, workload and deployment.
+void print_run_lines(std::ostream& out, const SummaryHeader& header, const std::vector<Metric>& metrics, bool unit) {
   line(out, "Run:",
        std::to_string(header.run_id) + (header.db_path.empty() ? "" : " (" + header.db_path + ")"));
   if (!header.name.empty()) line(out, "Name:", header.name);
@@ -208,6 +217,10 @@ void print_summary(std::ostream& out, const SummaryHeader& header,
              (unit ? "" : shape + " = " + (gpus ? integer(*gpus) : std::to_string(header.replicas * header.tp)) +
                               " GPUs" + nodes_text(metrics)));
   }
+}
+
+// The KV cache's size, and an overload's warning.
+void print_kv_and_overload(std::ostream& out, const std::vector<Metric>& metrics) {
   if (const double* total = find(metrics, "kv_blocks_total"); total && !find(metrics, "kv_blocks_per_replica")) {
     line(out, "KV cache, all replicas:", integer(*total) + " blocks");
   }
@@ -224,65 +237,82 @@ void print_summary(std::ostream& out, const SummaryHeader& header,
                                  "% behind arrivals (the backlog grew by " +
                                  (growth ? integer(*growth) : "?") + " requests in a quarter of the run)");
   }
-  metric_line("Successful requests:", "completed", integer);
-  metric_line("Rejected requests:", "rejected", integer);
-  if (const double* rejected = find(metrics, "rejected"); rejected && *rejected > 0) {
-    // By cause, largest first; the share of all requests, since percentiles cover only the served.
-    std::vector<std::pair<double, std::string>> causes;
-    for (int c = 1; c < kNumRejectCauses; ++c) {
-      const std::string cause = reject_cause_name(static_cast<RejectCause>(c));
-      if (const double* n = find(metrics, "rejected_" + cause)) causes.emplace_back(*n, cause);
-    }
-    std::stable_sort(causes.begin(), causes.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-    const double* completed = find(metrics, "completed");
-    const double total = *rejected + (completed ? *completed : 0);
-    for (const auto& [n, cause] : causes) {
-      line(out, "  rejected: " + cause + ":", integer(n) + " (" + fixed2(100 * n / total) + "% of requests)");
-    }
-    out << "  (latencies and throughputs below cover the served requests only)\n";
+}
+
+// The rejected requests by cause, largest first; the share of all requests, since percentiles
+// cover only the served.
+void print_rejections(std::ostream& out, const std::vector<Metric>& metrics) {
+  const double* rejected = find(metrics, "rejected");
+  if (!rejected || *rejected <= 0) return;
+  std::vector<std::pair<double, std::string>> causes;
+  for (int c = 1; c < kNumRejectCauses; ++c) {
+    const std::string cause = reject_cause_name(static_cast<RejectCause>(c));
+    if (const double* n = find(metrics, "rejected_" + cause)) causes.emplace_back(*n, cause);
   }
-  if (const double* capped = find(metrics, "capped"); capped && *capped > 0) {
-    line(out, "Capped at max_tokens:", integer(*capped));
+  std::stable_sort(causes.begin(), causes.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  const double* completed = find(metrics, "completed");
+  const double total = *rejected + (completed ? *completed : 0);
+  for (const auto& [n, cause] : causes) {
+    line(out, "  rejected: " + cause + ":", integer(n) + " (" + fixed2(100 * n / total) + "% of requests)");
   }
-  metric_line("Benchmark duration (" + std::string(time_unit) + "):", "duration", fixed2);
-  metric_line("Total input tokens:", "total_input_tokens", integer);
-  metric_line("Total generated tokens:", "total_output_tokens", integer);
-  metric_line("Request throughput (req/" + std::string(per) + "):", "request_throughput", fixed2);
-  metric_line("Output token throughput (tok/" + std::string(per) + "):", "output_throughput",
-              fixed2);
-  metric_line("Total Token throughput (tok/" + std::string(per) + "):", "total_token_throughput",
-              fixed2);
-  metric_line("Request goodput (req/" + std::string(per) + "):", "request_goodput", fixed2);
-  metric_line("SLO attainment:", "slo_attainment", percent);
-  metric_line(find(metrics, "priced_by_node") ? "Cost (USD/hour, by node):" : "Cost (USD/hour):", "cost_per_hour",
-              fixed2);
-  metric_line("Cost (USD/M output tokens):", "cost_per_million_output_tokens", fixed2);
-  metric_line("Preemptions:", "preemptions", integer);
-  metric_line("Iterations:", "iterations", integer);
-  metric_line("Slot utilization:", "slot_utilization", percent);
-  metric_line("KV cache utilization (mean):", "kv_utilization_mean", percent);
+  out << "  (latencies and throughputs below cover the served requests only)\n";
+}
+
+// The run's totals, throughputs, costs and utilizations.
+std::vector<MetricLine> totals_lines(const std::vector<Metric>& metrics, bool unit) {
+  const std::string time_unit = unit ? "steps" : "s";
+  const std::string per = unit ? "step" : "s";
+  return {
+      {"Benchmark duration (" + time_unit + "):", "duration", fixed2},
+      {"Total input tokens:", "total_input_tokens", integer},
+      {"Total generated tokens:", "total_output_tokens", integer},
+      {"Request throughput (req/" + per + "):", "request_throughput", fixed2},
+      {"Output token throughput (tok/" + per + "):", "output_throughput", fixed2},
+      {"Total Token throughput (tok/" + per + "):", "total_token_throughput", fixed2},
+      {"Request goodput (req/" + per + "):", "request_goodput", fixed2},
+      {"SLO attainment:", "slo_attainment", percent},
+      {find(metrics, "priced_by_node") ? "Cost (USD/hour, by node):" : "Cost (USD/hour):", "cost_per_hour", fixed2},
+      {"Cost (USD/M output tokens):", "cost_per_million_output_tokens", fixed2},
+      {"Preemptions:", "preemptions", integer},
+      {"Iterations:", "iterations", integer},
+      {"Slot utilization:", "slot_utilization", percent},
+      {"KV cache utilization (mean):", "kv_utilization_mean", percent},
+  };
+}
+
+// The prefix cache's hits, and disaggregated serving's pools and KV transfers.
+void print_cache_and_pools(std::ostream& out, const SummaryHeader& header, const std::vector<Metric>& metrics,
+                           bool unit) {
   const double* hit = find(metrics, "prefix_hit_rate");
   if (hit != nullptr && (*hit > 0 || header.policy == "prefix-cached")) {
-    metric_line("Prefix cache hit rate (tokens):", "prefix_hit_rate", percent);
-    metric_line("Prefix cache hit rate (requests):", "prefix_request_hit_rate", percent);
+    print_lines(out, metrics, {{"Prefix cache hit rate (tokens):", "prefix_hit_rate", percent},
+                               {"Prefix cache hit rate (requests):", "prefix_request_hit_rate", percent}});
   }
   if (const double* cacheable = find(metrics, "prefix_cacheable_requests"); cacheable && *cacheable == 0) {
     // A trace of token counts (Azure's): every prompt is its own, so caching cannot show here.
     out << kNoPromptContent << '\n';
   }
-  if (find(metrics, "kv_transfers") != nullptr) {
-    // Disaggregated serving: the pools' busy shares, and the KV moving between them.
-    auto latency = [&](double v) { return fixed2(v * latency_scale); };
-    metric_line("Prefill pool utilization:", "prefill_utilization", percent);
-    metric_line("Decode pool utilization:", "decode_utilization", percent);
-    metric_line("KV transfers:", "kv_transfers", integer);
-    metric_line("KV moved (GiB):", "kv_transfer_gib", fixed2);
-    metric_line("Mean wait for decode KV (" + std::string(latency_unit) + "):", "kv_transfer_wait_mean", latency);
-    metric_line("P99 wait for decode KV (" + std::string(latency_unit) + "):", "kv_transfer_wait_p99", latency);
-    metric_line("Mean KV transfer (" + std::string(latency_unit) + "):", "kv_transfer_time_mean", latency);
-    metric_line("P99 KV transfer (" + std::string(latency_unit) + "):", "kv_transfer_time_p99", latency);
-  }
+  if (find(metrics, "kv_transfers") == nullptr) return;
+  // Disaggregated serving: the pools' busy shares, and the KV moving between them.
+  const std::string latency_unit = unit ? "steps" : "ms";
+  const double latency_scale = unit ? 1.0 : 1000.0;
+  const auto latency = [latency_scale](double v) { return fixed2(v * latency_scale); };
+  print_lines(out, metrics,
+              {{"Prefill pool utilization:", "prefill_utilization", percent},
+               {"Decode pool utilization:", "decode_utilization", percent},
+               {"KV transfers:", "kv_transfers", integer},
+               {"KV moved (GiB):", "kv_transfer_gib", fixed2},
+               {"Mean wait for decode KV (" + latency_unit + "):", "kv_transfer_wait_mean", latency},
+               {"P99 wait for decode KV (" + latency_unit + "):", "kv_transfer_wait_p99", latency},
+               {"Mean KV transfer (" + latency_unit + "):", "kv_transfer_time_mean", latency},
+               {"P99 KV transfer (" + latency_unit + "):", "kv_transfer_time_p99", latency}});
+}
 
+// A section per latency (kSections): its mean, median and percentiles.
+void print_latency_sections(std::ostream& out, const SummaryHeader& header, const std::vector<Metric>& metrics,
+                            bool unit) {
+  const char* latency_unit = unit ? "steps" : "ms";
+  const double latency_scale = unit ? 1.0 : 1000.0;
   for (const Section& section : kSections) {
     const std::string prefix = section.prefix;
     if (!find(metrics, prefix + "_mean")) continue;
@@ -300,6 +330,24 @@ void print_summary(std::ostream& out, const SummaryHeader& header,
       row("P" + suffix.substr(2), suffix);
     }
   }
+}
+
+}  // namespace
+
+void print_summary(std::ostream& out, const SummaryHeader& header,
+                   const std::vector<Metric>& metrics) {
+  const bool unit = header.backend == "unit";
+  out << center(" Serving Benchmark Result ", '=') << '\n';
+  print_run_lines(out, header, metrics, unit);
+  print_kv_and_overload(out, metrics);
+  print_lines(out, metrics, {{"Successful requests:", "completed", integer}, {"Rejected requests:", "rejected", integer}});
+  print_rejections(out, metrics);
+  if (const double* capped = find(metrics, "capped"); capped && *capped > 0) {
+    line(out, "Capped at max_tokens:", integer(*capped));
+  }
+  print_lines(out, metrics, totals_lines(metrics, unit));
+  print_cache_and_pools(out, header, metrics, unit);
+  print_latency_sections(out, header, metrics, unit);
   out << std::string(kTableWidth, '=') << '\n';
 }
 
@@ -320,6 +368,98 @@ std::string policy_release(std::string_view config_toml) {
   return version ? "vLLM " + *version : "";
 }
 
+namespace {
+
+// The percentiles the run did not store, found in its distributions or requests rows and added to
+// its metrics; those that cannot be found, in `unavailable`.
+Status add_stored_percentiles(Database& db, StoredRun& r, const std::vector<double>& percentiles,
+                              std::vector<std::string>& unavailable) {
+  for (double p : percentiles) {
+    for (std::string_view latency : latency_metrics()) {
+      const std::string name = std::string(latency) + percentile_suffix(p);
+      if (find(r.metrics, name) != nullptr || find(r.metrics, std::string(latency) + "_mean") == nullptr) continue;
+      Result<std::optional<double>> v = stored_percentile(db, r, latency, p);
+      if (!v.ok()) return v.error();
+      if (v.value()) {
+        r.metrics.push_back({name, *v.value()});
+      } else {
+        unavailable.push_back(name);
+      }
+    }
+  }
+  return Ok{};
+}
+
+// A run recorded as running whose process is gone was cut off (SIGKILL, a crash): why, and its
+// status made "abandoned"; "" for any other run.
+std::string mark_abandoned(StoredRun& r) {
+  if (text_of(r.row, "status") != "running") return "";
+  const auto pid = r.row.contains("pid") && r.row["pid"].is_number_integer()
+                       ? r.row["pid"].get<int64_t>() : int64_t{0};
+  std::string abandoned = abandoned_reason(text_of(r.row, "host"), pid, text_of(r.row, "started_at"));
+  if (!abandoned.empty()) r.row["status"] = "abandoned";
+  return abandoned;
+}
+
+// A stored run's row, as print_summary's header.
+SummaryHeader stored_header(const StoredRun& r, const std::string& db_path, const std::vector<double>& percentiles) {
+  SummaryHeader header;
+  header.run_id = r.row.value("id", int64_t{0});
+  header.db_path = db_path;
+  header.name = text_of(r.row, "name");
+  header.status = text_of(r.row, "status");
+  header.policy = text_of(r.row, "policy");
+  header.backend = text_of(r.row, "backend");
+  header.hardware = text_of(r.row, "hardware");
+  header.model = text_of(r.row, "model");
+  header.workload = text_of(r.row, "workload");
+  header.mirrors = policy_release(text_of(r.row, "config"));
+  for (auto [key, field] : {std::pair<const char*, int32_t*>{"replicas", &header.replicas},
+                            {"tp", &header.tp}}) {
+    if (r.row.contains(key) && r.row[key].is_number_integer()) *field = r.row[key].get<int32_t>();
+  }
+  header.percentiles = percentiles;
+  return header;
+}
+
+// What a stored run's report says beyond print_summary's: the percentiles not stored, its error,
+// why it was abandoned, the bootstrap.
+void print_report_notes(std::ostream& out, const StoredRun& r, const std::vector<std::string>& unavailable,
+                        const std::string& abandoned, const std::optional<BootstrapResult>& bootstrap) {
+  if (!unavailable.empty()) {
+    out << "Not stored: ";
+    for (size_t i = 0; i < unavailable.size(); ++i) out << (i ? ", " : "") << unavailable[i];
+    out << " (ITL percentiles are computed during a run: rerun with --metric-percentiles)\n";
+  }
+  if (const std::string error = text_of(r.row, "error"); !error.empty()) {
+    out << "Error: " << error << '\n';
+  }
+  if (!abandoned.empty()) {
+    out << "Abandoned: " << abandoned << " before the run ended (killed, or the machine "
+        << "stopped); what it logged is kept\n";
+  }
+  if (bootstrap) print_bootstrap_summary(out, *bootstrap);
+}
+
+void print_report_json(std::ostream& out, const StoredRun& r, const std::string& abandoned,
+                       const std::optional<BootstrapResult>& bootstrap) {
+  nlohmann::ordered_json doc;
+  doc["run"] = r.row;
+  // The configuration as JSON, not as the TOML text it is stored as.
+  if (Result<toml::table> config = parse_toml(text_of(r.row, "config"), "config"); config.ok()) {
+    std::ostringstream json;
+    json << toml::json_formatter(config.value());
+    doc["run"]["config"] = nlohmann::ordered_json::parse(json.str(), nullptr, false);
+  }
+  if (!abandoned.empty()) doc["run"]["abandoned"] = abandoned;
+  doc["metrics"] = nlohmann::ordered_json::object();
+  for (const Metric& m : r.metrics) doc["metrics"][m.name] = m.value;
+  if (bootstrap) doc["bootstrap"] = bootstrap_json(*bootstrap);
+  out << doc.dump(2) << '\n';
+}
+
+}  // namespace
+
 Status print_report(const std::string& db_path, std::optional<int64_t> run_id, ReportFormat format,
                     std::ostream& out, const std::vector<double>& percentiles_given,
                     const std::optional<BootstrapOptions>& bootstrap_options) {
@@ -338,83 +478,20 @@ Status print_report(const std::string& db_path, std::optional<int64_t> run_id, R
     if (!b.ok()) return b.error();
     bootstrap = std::move(b).value();
   }
-  // The percentiles asked for, else the run's own --metric-percentiles; any the run did not store
-  // are found in its distributions or requests rows.
+  // The percentiles asked for, else the run's own --metric-percentiles.
   std::vector<double> percentiles = percentiles_given;
   if (percentiles.empty()) percentiles = run_percentiles(text_of(r.row, "config"));
   std::vector<std::string> unavailable;
-  for (double p : percentiles) {
-    for (std::string_view latency : latency_metrics()) {
-      const std::string name = std::string(latency) + percentile_suffix(p);
-      if (find(r.metrics, name) != nullptr || find(r.metrics, std::string(latency) + "_mean") == nullptr) continue;
-      Result<std::optional<double>> v = stored_percentile(*db.value(), r, latency, p);
-      if (!v.ok()) return v.error();
-      if (v.value()) {
-        r.metrics.push_back({name, *v.value()});
-      } else {
-        unavailable.push_back(name);
-      }
-    }
-  }
-  // A run recorded as running whose process is gone was cut off (SIGKILL, a crash): say so.
-  std::string abandoned;
-  if (text_of(r.row, "status") == "running") {
-    const auto pid = r.row.contains("pid") && r.row["pid"].is_number_integer()
-                         ? r.row["pid"].get<int64_t>() : int64_t{0};
-    abandoned = abandoned_reason(text_of(r.row, "host"), pid, text_of(r.row, "started_at"));
-    if (!abandoned.empty()) r.row["status"] = "abandoned";
-  }
-
+  if (Status s = add_stored_percentiles(*db.value(), r, percentiles, unavailable); !s.ok()) return s;
+  const std::string abandoned = mark_abandoned(r);
   switch (format) {
-    case ReportFormat::kText: {
-      SummaryHeader header;
-      header.run_id = r.row.value("id", int64_t{0});
-      header.db_path = db_path;
-      header.name = text_of(r.row, "name");
-      header.status = text_of(r.row, "status");
-      header.policy = text_of(r.row, "policy");
-      header.backend = text_of(r.row, "backend");
-      header.hardware = text_of(r.row, "hardware");
-      header.model = text_of(r.row, "model");
-      header.workload = text_of(r.row, "workload");
-      header.mirrors = policy_release(text_of(r.row, "config"));
-      for (auto [key, field] : {std::pair<const char*, int32_t*>{"replicas", &header.replicas},
-                                {"tp", &header.tp}}) {
-        if (r.row.contains(key) && r.row[key].is_number_integer()) *field = r.row[key].get<int32_t>();
-      }
-      header.percentiles = percentiles;
-      print_summary(out, header, r.metrics);
-      if (!unavailable.empty()) {
-        out << "Not stored: ";
-        for (size_t i = 0; i < unavailable.size(); ++i) out << (i ? ", " : "") << unavailable[i];
-        out << " (ITL percentiles are computed during a run: rerun with --metric-percentiles)\n";
-      }
-      if (const std::string error = text_of(r.row, "error"); !error.empty()) {
-        out << "Error: " << error << '\n';
-      }
-      if (!abandoned.empty()) {
-        out << "Abandoned: " << abandoned << " before the run ended (killed, or the machine "
-            << "stopped); what it logged is kept\n";
-      }
-      if (bootstrap) print_bootstrap_summary(out, *bootstrap);
+    case ReportFormat::kText:
+      print_summary(out, stored_header(r, db_path, percentiles), r.metrics);
+      print_report_notes(out, r, unavailable, abandoned, bootstrap);
       break;
-    }
-    case ReportFormat::kJson: {
-      nlohmann::ordered_json doc;
-      doc["run"] = r.row;
-      // The configuration as JSON, not as the TOML text it is stored as.
-      if (Result<toml::table> config = parse_toml(text_of(r.row, "config"), "config"); config.ok()) {
-        std::ostringstream json;
-        json << toml::json_formatter(config.value());
-        doc["run"]["config"] = nlohmann::ordered_json::parse(json.str(), nullptr, false);
-      }
-      if (!abandoned.empty()) doc["run"]["abandoned"] = abandoned;
-      doc["metrics"] = nlohmann::ordered_json::object();
-      for (const Metric& m : r.metrics) doc["metrics"][m.name] = m.value;
-      if (bootstrap) doc["bootstrap"] = bootstrap_json(*bootstrap);
-      out << doc.dump(2) << '\n';
+    case ReportFormat::kJson:
+      print_report_json(out, r, abandoned, bootstrap);
       break;
-    }
     case ReportFormat::kCsv:
       out << "name,value\n";
       for (const Metric& m : r.metrics) out << m.name << ',' << shortest(m.value) << '\n';

@@ -105,25 +105,35 @@ const std::vector<std::string>& sweep_table_metrics() {
   return names;
 }
 
-Status print_sweep_report(const std::string& db_path, std::optional<int64_t> sweep_id,
-                          ReportFormat format, std::ostream& out) {
-  Result<std::unique_ptr<Database>> opened = Database::open_read_only(db_path);
-  if (!opened.ok()) return opened.error();
-  Database& db = *opened.value();
-  Result<StoredSweep> sweep = read_sweep(db, sweep_id);
-  if (!sweep.ok()) return sweep.error();
-  const StoredSweep& s = sweep.value();
-  std::vector<std::string> headers = {"point"};
+namespace {
+
+// A sweep's table: a row per recorded point, and what its kind adds.
+struct SweepTable {
+  StoredSweep s;
+  std::vector<std::string> headers;
+  std::vector<std::vector<Cell>> rows;
+  std::vector<std::string> errors;  // each row's point's error ("" when none)
+  // A seeds sweep (`sim --seeds N`) also gets each headline metric's mean and 95 % CI over its runs.
+  std::vector<SeedAggregate> aggregate;
+  int64_t aggregated = 0;
+  // A model-uncertainty sweep (`sim --model-uncertainty`) gets each metric's band over the samples.
+  std::vector<ModelBand> band;
+};
+
+// The sweep's points: point, keys..., status, run, the table's metrics; their errors aside.
+Status read_points(Database& db, SweepTable& t) {
+  const StoredSweep& s = t.s;
+  t.headers = {"point"};
   std::string sql = "SELECT p.point";
   for (const std::string& k : s.keys) {
-    headers.push_back(k);
+    t.headers.push_back(k);
     sql += ", p." + quote_identifier(k);
   }
-  headers.push_back("status");
-  headers.push_back("run");
+  t.headers.push_back("status");
+  t.headers.push_back("run");
   sql += ", p.status, p.run_id";
   for (const std::string& m : sweep_table_metrics()) {
-    headers.push_back(m);
+    t.headers.push_back(m);
     sql += ", (SELECT value FROM metrics WHERE run_id = p.run_id AND name = '" + m + "')";
   }
   sql += ", p.error FROM sweep_points p WHERE p.sweep_id = ? ORDER BY p.point";
@@ -132,133 +142,165 @@ Status print_sweep_report(const std::string& db_path, std::optional<int64_t> swe
     return Error{db.error_message()};
   }
   sqlite3_bind_int64(st, 1, s.id);
-  std::vector<std::vector<Cell>> rows;
-  std::vector<std::string> errors;
-  const int columns = static_cast<int>(headers.size());
+  const int columns = static_cast<int>(t.headers.size());
   while (sqlite3_step(st) == SQLITE_ROW) {
     std::vector<Cell> row;
     for (int i = 0; i < columns; ++i) row.push_back(cell(st, i));
-    rows.push_back(std::move(row));
-    errors.push_back(cell(st, columns).text);
+    t.rows.push_back(std::move(row));
+    t.errors.push_back(cell(st, columns).text);
   }
   sqlite3_finalize(st);
-  Result<std::vector<std::string>> verdicts = search_verdicts(db, s, rows, errors);
+  return Ok{};
+}
+
+// What the sweep's kind adds: a search's verdicts, a seeds sweep's aggregate, a model band.
+Status read_kind_extras(Database& db, SweepTable& t) {
+  Result<std::vector<std::string>> verdicts = search_verdicts(db, t.s, t.rows, t.errors);
   if (!verdicts.ok()) return verdicts.error();
   if (!verdicts.value().empty()) {  // a search: each probe's verdict, as `sim search` printed it
-    headers.push_back("verdict");
-    for (size_t r = 0; r < rows.size(); ++r) rows[r].push_back(Cell{false, false, 0, verdicts.value()[r]});
+    t.headers.push_back("verdict");
+    for (size_t r = 0; r < t.rows.size(); ++r) t.rows[r].push_back(Cell{false, false, 0, verdicts.value()[r]});
   }
-  const int n = static_cast<int>(headers.size());
-  // Latencies read in milliseconds in the table, as the summary prints them.
-  auto is_ms = [](const std::string& h) { return h.rfind("ttft", 0) == 0 || h.rfind("tpot", 0) == 0 || h.rfind("e2el", 0) == 0; };
-  // A seeds sweep (`sim --seeds N`) also gets each headline metric's mean and 95 % CI over its runs.
-  std::vector<SeedAggregate> aggregate;
-  int64_t aggregated = 0;
-  if (s.kind == "seeds") {
-    Result<std::vector<SeedAggregate>> a = read_seed_aggregate(db, s.id, &aggregated);
+  if (t.s.kind == "seeds") {
+    Result<std::vector<SeedAggregate>> a = read_seed_aggregate(db, t.s.id, &t.aggregated);
     if (!a.ok()) return a.error();
-    aggregate = std::move(a).value();
+    t.aggregate = std::move(a).value();
   }
-  // A model-uncertainty sweep (`sim --model-uncertainty`) gets each metric's band over the samples.
-  std::vector<ModelBand> band;
-  if (s.kind == "model-uncertainty") {
-    Result<std::vector<ModelBand>> b = read_model_band(db, s.id);
+  if (t.s.kind == "model-uncertainty") {
+    Result<std::vector<ModelBand>> b = read_model_band(db, t.s.id);
     if (!b.ok()) return b.error();
-    band = std::move(b).value();
+    t.band = std::move(b).value();
   }
+  return Ok{};
+}
 
-  if (format == ReportFormat::kJson) {
-    nlohmann::json j;
-    j["sweep"] = {{"id", s.id}, {"name", s.name}, {"kind", s.kind}, {"status", s.status},
-                  {"keys", s.keys}, {"points", s.points}, {"answer", s.answer}};
-    j["rows"] = nlohmann::json::array();
-    for (size_t r = 0; r < rows.size(); ++r) {
-      nlohmann::json row;
-      for (int i = 0; i < n; ++i) {
-        const Cell& c = rows[r][static_cast<size_t>(i)];
-        if (c.null) row[headers[static_cast<size_t>(i)]] = nullptr;
-        else if (c.number) row[headers[static_cast<size_t>(i)]] = c.value;
-        else row[headers[static_cast<size_t>(i)]] = c.text;
-      }
-      if (!errors[r].empty()) row["error"] = errors[r];
-      j["rows"].push_back(row);
+void print_json(const SweepTable& t, std::ostream& out) {
+  const StoredSweep& s = t.s;
+  nlohmann::json j;
+  j["sweep"] = {{"id", s.id}, {"name", s.name}, {"kind", s.kind}, {"status", s.status},
+                {"keys", s.keys}, {"points", s.points}, {"answer", s.answer}};
+  j["rows"] = nlohmann::json::array();
+  for (size_t r = 0; r < t.rows.size(); ++r) {
+    nlohmann::json row;
+    for (size_t i = 0; i < t.headers.size(); ++i) {
+      const Cell& c = t.rows[r][i];
+      if (c.null) row[t.headers[i]] = nullptr;
+      else if (c.number) row[t.headers[i]] = c.value;
+      else row[t.headers[i]] = c.text;
     }
-    if (s.kind == "seeds") j["aggregate"] = seed_aggregate_json(aggregate);
-    if (s.kind == "model-uncertainty") j["band"] = model_band_json(band);
-    out << j.dump(2) << '\n';
-    return Ok{};
+    if (!t.errors[r].empty()) row["error"] = t.errors[r];
+    j["rows"].push_back(row);
   }
-  if (format == ReportFormat::kCsv) {
-    for (int i = 0; i < n; ++i) out << (i ? "," : "") << csv_field(headers[static_cast<size_t>(i)]);
-    out << ",error\n";
-    for (size_t r = 0; r < rows.size(); ++r) {
-      for (int i = 0; i < n; ++i) out << (i ? "," : "") << csv_field(format_cell(rows[r][static_cast<size_t>(i)], true));
-      out << "," << csv_field(errors[r]) << '\n';
-    }
-    if (s.kind == "seeds") {
-      // Then the aggregate, in the same columns as stored (seconds): rows mean, std, ci_low, ci_high.
-      for (const char* what : {"mean", "std", "ci_low", "ci_high"}) {
-        out << what;
-        for (int i = 1; i < n; ++i) {
-          std::string v;
-          for (const SeedAggregate& a : aggregate) {
-            if (a.metric.name != headers[static_cast<size_t>(i)]) continue;
-            const SampleStats& stats = a.stats;
-            const double x = what[0] == 'm' ? stats.mean : what[0] == 's' ? stats.std : what[3] == 'l' ? stats.low() : stats.high();
-            if (!std::isnan(x)) v = format_cell(Cell{false, true, x / a.metric.scale, ""}, true);
-          }
-          out << "," << v;
-        }
-        out << "," << (what[0] == 'c' ? csv_field("95 % CI of the mean: " + std::string(kSeedIntervalMethod)) : "") << "\n";
+  if (s.kind == "seeds") j["aggregate"] = seed_aggregate_json(t.aggregate);
+  if (s.kind == "model-uncertainty") j["band"] = model_band_json(t.band);
+  out << j.dump(2) << '\n';
+}
+
+// A seeds sweep's aggregate, in the same columns as stored (seconds): rows mean, std, ci_low, ci_high.
+void print_csv_aggregate(const SweepTable& t, std::ostream& out) {
+  for (const char* what : {"mean", "std", "ci_low", "ci_high"}) {
+    out << what;
+    for (size_t i = 1; i < t.headers.size(); ++i) {
+      std::string v;
+      for (const SeedAggregate& a : t.aggregate) {
+        if (a.metric.name != t.headers[i]) continue;
+        const SampleStats& stats = a.stats;
+        const double x = what[0] == 'm' ? stats.mean : what[0] == 's' ? stats.std : what[3] == 'l' ? stats.low() : stats.high();
+        if (!std::isnan(x)) v = format_cell(Cell{false, true, x / a.metric.scale, ""}, true);
       }
+      out << "," << v;
     }
-    return Ok{};
+    out << "," << (what[0] == 'c' ? csv_field("95 % CI of the mean: " + std::string(kSeedIntervalMethod)) : "") << "\n";
   }
-  // Text: columns that are empty in every row are left out.
-  std::vector<int> shown;
-  for (int i = 0; i < n; ++i) {
-    bool any = i < 3 + static_cast<int>(s.keys.size());
-    for (const auto& row : rows) any = any || !row[static_cast<size_t>(i)].null;
+}
+
+void print_csv(const SweepTable& t, std::ostream& out) {
+  for (size_t i = 0; i < t.headers.size(); ++i) out << (i ? "," : "") << csv_field(t.headers[i]);
+  out << ",error\n";
+  for (size_t r = 0; r < t.rows.size(); ++r) {
+    for (size_t i = 0; i < t.headers.size(); ++i) out << (i ? "," : "") << csv_field(format_cell(t.rows[r][i], true));
+    out << "," << csv_field(t.errors[r]) << '\n';
+  }
+  if (t.s.kind == "seeds") print_csv_aggregate(t, out);
+}
+
+// Latencies read in milliseconds in the table, as the summary prints them.
+bool is_ms(const std::string& h) { return h.rfind("ttft", 0) == 0 || h.rfind("tpot", 0) == 0 || h.rfind("e2el", 0) == 0; }
+
+// The text table's cells, header first: columns that are empty in every row are left out.
+std::vector<std::vector<std::string>> text_cells(const SweepTable& t) {
+  std::vector<size_t> shown;
+  for (size_t i = 0; i < t.headers.size(); ++i) {
+    bool any = i < 3 + t.s.keys.size();
+    for (const auto& row : t.rows) any = any || !row[i].null;
     if (any) shown.push_back(i);
   }
-  std::vector<std::vector<std::string>> text(rows.size() + 1);
-  for (int i : shown) {
-    const std::string& h = headers[static_cast<size_t>(i)];
+  std::vector<std::vector<std::string>> text(t.rows.size() + 1);
+  for (size_t i : shown) {
+    const std::string& h = t.headers[i];
     text[0].push_back(is_ms(h) ? h + "_ms" : h);
   }
-  for (size_t r = 0; r < rows.size(); ++r) {
-    for (int i : shown) {
-      Cell c = rows[r][static_cast<size_t>(i)];
-      if (c.number && is_ms(headers[static_cast<size_t>(i)])) c.value *= 1000;
+  for (size_t r = 0; r < t.rows.size(); ++r) {
+    for (size_t i : shown) {
+      Cell c = t.rows[r][i];
+      if (c.number && is_ms(t.headers[i])) c.value *= 1000;
       text[r + 1].push_back(format_cell(c, false));
     }
   }
-  std::vector<size_t> width(shown.size(), 0);
+  return text;
+}
+
+void print_text(const SweepTable& t, std::ostream& out) {
+  const StoredSweep& s = t.s;
+  const std::vector<std::vector<std::string>> text = text_cells(t);
+  std::vector<size_t> width(text[0].size(), 0);
   for (const auto& row : text) {
     for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
   }
   out << (s.kind == "search" ? "Search " : "Sweep ") << s.id << (s.name.empty() ? "" : " (" + s.name + ")")
-      << ": " << rows.size() << " of " << s.points << " points recorded, status " << s.status << "\n";
+      << ": " << t.rows.size() << " of " << s.points << " points recorded, status " << s.status << "\n";
   for (const auto& row : text) {
     for (size_t i = 0; i < row.size(); ++i) {
-      const bool left = ((i > 0 && i <= s.keys.size() + 1) || text[0][i] == "verdict") && !rows.empty();
+      const bool left = ((i > 0 && i <= s.keys.size() + 1) || text[0][i] == "verdict") && !t.rows.empty();
       std::string cellv = row[i];
       const std::string pad(width[i] - cellv.size(), ' ');
       out << (i ? "  " : "") << (left ? (i + 1 == row.size() ? cellv : cellv + pad) : pad + cellv);
     }
     out << '\n';
   }
-  for (size_t r = 0; r < rows.size(); ++r) {
-    if (!errors[r].empty()) out << "point " << format_cell(rows[r][0], false) << ": " << errors[r] << '\n';
+  for (size_t r = 0; r < t.rows.size(); ++r) {
+    if (!t.errors[r].empty()) out << "point " << format_cell(t.rows[r][0], false) << ": " << t.errors[r] << '\n';
   }
   if (!s.answer.empty()) out << "Answer: " << s.answer << '\n';
   if (s.kind == "seeds") {
-    out << "\n" << seed_summary_title(aggregated) << ":\n";
-    print_seed_summary(out, aggregate);
+    out << "\n" << seed_summary_title(t.aggregated) << ":\n";
+    print_seed_summary(out, t.aggregate);
   }
   if (s.kind == "model-uncertainty") {
     out << "\nEach metric with the file's values, and 2.5-97.5 % over the hardware file's calibration samples:\n";
-    print_model_band(out, band);
+    print_model_band(out, t.band);
+  }
+}
+
+}  // namespace
+
+Status print_sweep_report(const std::string& db_path, std::optional<int64_t> sweep_id,
+                          ReportFormat format, std::ostream& out) {
+  Result<std::unique_ptr<Database>> opened = Database::open_read_only(db_path);
+  if (!opened.ok()) return opened.error();
+  Database& db = *opened.value();
+  Result<StoredSweep> sweep = read_sweep(db, sweep_id);
+  if (!sweep.ok()) return sweep.error();
+  SweepTable t;
+  t.s = std::move(sweep).value();
+  if (Status st = read_points(db, t); !st.ok()) return st;
+  if (Status st = read_kind_extras(db, t); !st.ok()) return st;
+  if (format == ReportFormat::kJson) {
+    print_json(t, out);
+  } else if (format == ReportFormat::kCsv) {
+    print_csv(t, out);
+  } else {
+    print_text(t, out);
   }
   return Ok{};
 }

@@ -86,80 +86,23 @@ Result<std::optional<double>> stored_percentile(Database& db, const StoredRun& r
   return std::optional<double>(percentile(values, p));
 }
 
-Result<nlohmann::ordered_json> vllm_result(Database& db, const StoredRun& run,
-                                           const std::vector<double>& percentiles_given) {
-  const std::vector<double> percentiles = percentiles_given.empty() ? std::vector<double>{99} : percentiles_given;
-  const int64_t run_id = run_id_of(run);
-  Result<std::vector<RequestRow>> read = read_request_rows(db, run_id);
-  if (!read.ok()) return read.error();
-  const std::vector<RequestRow>& requests = read.value();
-  nlohmann::ordered_json notes = nlohmann::ordered_json::array();
+namespace {
 
-  toml::table config;
-  if (Result<toml::table> parsed = parse_toml(text_column(run, "config"), "config"); parsed.ok()) {
-    config = std::move(parsed.value());
-  }
-  const auto count = [&](const char* name) {
-    return static_cast<int64_t>(std::llround(metric(run, name).value_or(0)));
-  };
-  const auto value = [&](const char* name) { return metric(run, name).value_or(0.0); };
-
-  nlohmann::ordered_json j;
-  j["date"] = vllm_date(text_column(run, "started_at"));
-  j["endpoint_type"] = "servesim";
-  j["backend"] = "servesim";
-  const std::string name = text_column(run, "name");
-  j["label"] = name.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(name);
-  const std::string model = preset_display_name(text_column(run, "model"), PresetKind::kModel);
-  j["model_id"] = model;
-  j["tokenizer_id"] = model;
-  const int64_t completed = count("completed");
-  const int64_t sent = requests.empty() ? completed + count("rejected") : static_cast<int64_t>(requests.size());
-  j["num_prompts"] = sent;
+// The rate the run was sent at: its configuration's request_rate, else by its arrivals' span.
+nlohmann::ordered_json request_rate_json(const toml::table& config, const std::vector<RequestRow>& requests) {
   if (std::optional<double> rate = config["request_rate"].value<double>()) {
-    if (std::isinf(*rate)) {
-      j["request_rate"] = "inf";
-    } else {
-      j["request_rate"] = *rate;
-    }
-  } else if (requests.size() >= 2 && requests.back().arrival > requests.front().arrival) {
-    j["request_rate"] = static_cast<double>(requests.size()) / (requests.back().arrival - requests.front().arrival);
-  } else {
-    j["request_rate"] = "inf";
+    if (std::isinf(*rate)) return "inf";
+    return *rate;
   }
-  j["burstiness"] = config["burstiness"].value<double>().value_or(1.0);
-  if (std::optional<int64_t> c = config["max_concurrency"].value<int64_t>()) {
-    j["max_concurrency"] = *c;
-  } else {
-    j["max_concurrency"] = nullptr;
+  if (requests.size() >= 2 && requests.back().arrival > requests.front().arrival) {
+    return static_cast<double>(requests.size()) / (requests.back().arrival - requests.front().arrival);
   }
-  j["duration"] = value("duration");
-  j["completed"] = completed;
-  j["failed"] = sent - completed;
-  j["total_input_tokens"] = count("total_input_tokens");
-  j["total_output_tokens"] = count("total_output_tokens");
-  j["request_throughput"] = value("request_throughput");
-  if (std::optional<double> goodput = metric(run, "request_goodput")) {
-    j["request_goodput"] = *goodput;
-  } else {
-    j["request_goodput"] = nullptr;
-  }
-  j["output_throughput"] = value("output_throughput");
-  j["total_token_throughput"] = value("total_token_throughput");
-  nlohmann::ordered_json latencies = nlohmann::ordered_json::array(), queue_times = nlohmann::ordered_json::array();
-  for (const RequestRow& r : requests) {
-    latencies.push_back(r.finished_ok ? r.finished - r.arrival : 0.0);
-    queue_times.push_back(0.0);
-  }
-  if (requests.empty() && sent > 0) {
-    notes.push_back("no requests rows (the run was logged with --log summary): latencies and queue_times are empty");
-  }
-  j["latencies"] = std::move(latencies);
-  j["queue_times"] = std::move(queue_times);
+  return "inf";
+}
 
-  // The busiest timeline bucket's tokens, per second.
+// The busiest timeline bucket's tokens, per second.
+double busiest_tokens_per_s(Database& db, int64_t run_id, double resolution) {
   double max_tokens_per_s = 0;
-  const double resolution = config["log_resolution"].value<double>().value_or(1.0);
   sqlite3_stmt* s = nullptr;
   if (sqlite3_prepare_v2(db.handle(),
                          "SELECT sum(emitted) FROM timeline WHERE run_id = ? GROUP BY bucket "
@@ -169,10 +112,13 @@ Result<nlohmann::ordered_json> vllm_result(Database& db, const StoredRun& run,
     if (sqlite3_step(s) == SQLITE_ROW) max_tokens_per_s = sqlite3_column_double(s, 0) / resolution;
     sqlite3_finalize(s);
   }
-  j["max_output_tokens_per_s"] = max_tokens_per_s;
-  j["max_concurrent_requests"] = max_concurrent(requests);
-  j["rtfx"] = 0.0;
+  return max_tokens_per_s;
+}
 
+// Each latency's mean, median, std and percentiles, in milliseconds; a percentile not computed
+// during the run is noted.
+Status add_latency_keys(Database& db, const StoredRun& run, const std::vector<double>& percentiles,
+                        nlohmann::ordered_json& j, nlohmann::ordered_json& notes) {
   for (const char* latency : {"ttft", "tpot", "itl", "e2el"}) {
     const std::string l(latency);
     const auto ms = [&](const std::string& metric_name) { return metric(run, metric_name).value_or(0.0) * 1000; };
@@ -194,6 +140,72 @@ Result<nlohmann::ordered_json> vllm_result(Database& db, const StoredRun& run,
       }
     }
   }
+  return Ok{};
+}
+
+}  // namespace
+
+Result<nlohmann::ordered_json> vllm_result(Database& db, const StoredRun& run,
+                                           const std::vector<double>& percentiles_given) {
+  const std::vector<double> percentiles = percentiles_given.empty() ? std::vector<double>{99} : percentiles_given;
+  const int64_t run_id = run_id_of(run);
+  Result<std::vector<RequestRow>> read = read_request_rows(db, run_id);
+  if (!read.ok()) return read.error();
+  const std::vector<RequestRow>& requests = read.value();
+  nlohmann::ordered_json notes = nlohmann::ordered_json::array();
+
+  toml::table config;
+  if (Result<toml::table> parsed = parse_toml(text_column(run, "config"), "config"); parsed.ok()) {
+    config = std::move(parsed.value());
+  }
+  const auto count = [&](const char* name) {
+    return static_cast<int64_t>(std::llround(metric(run, name).value_or(0)));
+  };
+  const auto value = [&](const char* name) { return metric(run, name).value_or(0.0); };
+  const auto or_null = [](std::optional<double> v) { return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr); };
+
+  nlohmann::ordered_json j;
+  j["date"] = vllm_date(text_column(run, "started_at"));
+  j["endpoint_type"] = "servesim";
+  j["backend"] = "servesim";
+  const std::string name = text_column(run, "name");
+  j["label"] = name.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(name);
+  const std::string model = preset_display_name(text_column(run, "model"), PresetKind::kModel);
+  j["model_id"] = model;
+  j["tokenizer_id"] = model;
+  const int64_t completed = count("completed");
+  const int64_t sent = requests.empty() ? completed + count("rejected") : static_cast<int64_t>(requests.size());
+  j["num_prompts"] = sent;
+  j["request_rate"] = request_rate_json(config, requests);
+  j["burstiness"] = config["burstiness"].value<double>().value_or(1.0);
+  if (std::optional<int64_t> c = config["max_concurrency"].value<int64_t>()) {
+    j["max_concurrency"] = *c;
+  } else {
+    j["max_concurrency"] = nullptr;
+  }
+  j["duration"] = value("duration");
+  j["completed"] = completed;
+  j["failed"] = sent - completed;
+  j["total_input_tokens"] = count("total_input_tokens");
+  j["total_output_tokens"] = count("total_output_tokens");
+  j["request_throughput"] = value("request_throughput");
+  j["request_goodput"] = or_null(metric(run, "request_goodput"));
+  j["output_throughput"] = value("output_throughput");
+  j["total_token_throughput"] = value("total_token_throughput");
+  nlohmann::ordered_json latencies = nlohmann::ordered_json::array(), queue_times = nlohmann::ordered_json::array();
+  for (const RequestRow& r : requests) {
+    latencies.push_back(r.finished_ok ? r.finished - r.arrival : 0.0);
+    queue_times.push_back(0.0);
+  }
+  if (requests.empty() && sent > 0) {
+    notes.push_back("no requests rows (the run was logged with --log summary): latencies and queue_times are empty");
+  }
+  j["latencies"] = std::move(latencies);
+  j["queue_times"] = std::move(queue_times);
+  j["max_output_tokens_per_s"] = busiest_tokens_per_s(db, run_id, config["log_resolution"].value<double>().value_or(1.0));
+  j["max_concurrent_requests"] = max_concurrent(requests);
+  j["rtfx"] = 0.0;
+  if (Status s = add_latency_keys(db, run, percentiles, j, notes); !s.ok()) return s.error();
   j["servesim"] = {{"run_id", run_id}, {"db", db.path()}, {"notes", notes}};
   return j;
 }

@@ -150,9 +150,12 @@ NodePrice node_price(const RunConfig& c, int32_t file_gpus, double file_node_pri
   return n;
 }
 
-Result<RunConfig> resolve_config(toml::table table) {
-  RunConfig c;
-  OptionReader top(table, "");
+namespace {
+
+constexpr int64_t kMax32 = INT32_MAX;
+
+// The top level's plain keys: the files, the database, the engine's limits.
+void read_top_level(OptionReader& top, const toml::table& table, RunConfig& c) {
   c.trace = top.string("trace", "");
   c.backend = top.string("backend", c.backend);
   c.hardware = top.string("hardware", "");
@@ -165,7 +168,6 @@ Result<RunConfig> resolve_config(toml::table table) {
   } else {
     top.allow("seed");
   }
-  const int64_t kMax32 = INT32_MAX;
   c.max_num_seqs = static_cast<int32_t>(top.integer("max_num_seqs", c.max_num_seqs, 1, 1 << 20));
   c.max_num_batched_tokens = static_cast<int32_t>(
       top.integer("max_num_batched_tokens", c.max_num_batched_tokens, 1, kMax32));
@@ -173,120 +175,151 @@ Result<RunConfig> resolve_config(toml::table table) {
   c.dtype = top.choice("dtype", "", {"fp16", "bf16", "fp32", "fp8", "float16", "bfloat16", "float32"});
   c.gpu_memory_utilization = top.number("gpu_memory_utilization", c.gpu_memory_utilization, 0.01, 1.0);
   c.tp = static_cast<int32_t>(top.integer("tp", c.tp, 1, 1024));
-  if (const toml::array* groups = table.get_as<toml::array>("replicas")) {
-    // [[replicas]] count = 4, hardware = "h100-sxm", tp = 2: groups of a mixed deployment.
-    top.allow("replicas");
-    if (groups->empty()) top.refuse("replicas", "expected at least one [[replicas]] group (count, hardware, tp)");
-    int64_t total = 0;
-    for (size_t g = 0; g < groups->size() && top.ok(); ++g) {
-      const toml::table* group = (*groups)[g].as_table();
-      const std::string name = "replicas[" + std::to_string(g) + "]";
-      if (group == nullptr) {
-        top.refuse("replicas", name + ": expected a table with count, hardware and tp ([[replicas]])");
-        break;
-      }
-      OptionReader r(*group, name);
-      ReplicaGroup rg;
-      rg.count = static_cast<int32_t>(r.integer("count", 0, 1, 4096));
-      rg.hardware = r.string("hardware", "");
-      rg.tp = static_cast<int32_t>(r.integer("tp", 0, 1, 1024));
-      rg.role = r.choice("role", "", {"prefill", "decode"});
-      rg.max_num_seqs = static_cast<int32_t>(r.integer("max_num_seqs", 0, 1, 1 << 20));
-      rg.max_num_batched_tokens = static_cast<int32_t>(r.integer("max_num_batched_tokens", 0, 1, kMax32));
-      if (const toml::table* policy = r.table("policy")) {
-        OptionReader p(*policy, name + ".policy");
-        rg.has_policy = true;
-        rg.policy = p.string("name", "");
-        if (!p.ok()) return p.error();
-      }
-      r.reject_unknown();
-      if (!r.ok()) return r.error();
-      if (!group->contains("count")) return Error{where(*group) + ": " + name + ": count is required"};
-      if (g > 0 && rg.role.empty() != c.replica_groups.front().role.empty()) {
-        return Error{where(*group) + ": " + name + ": role: either every [[replicas]] group has a role " +
-                     "(prefill or decode: disaggregated serving) or none has"};
-      }
-      total += rg.count;
-      c.replica_groups.push_back(std::move(rg));
+}
+
+// One [[replicas]] group's keys (its [replicas.policy] options are moved later, by move_options).
+Status read_replica_group(const toml::table& group, const std::string& name, ReplicaGroup& rg) {
+  OptionReader r(group, name);
+  rg.count = static_cast<int32_t>(r.integer("count", 0, 1, 4096));
+  rg.hardware = r.string("hardware", "");
+  rg.tp = static_cast<int32_t>(r.integer("tp", 0, 1, 1024));
+  rg.role = r.choice("role", "", {"prefill", "decode"});
+  rg.max_num_seqs = static_cast<int32_t>(r.integer("max_num_seqs", 0, 1, 1 << 20));
+  rg.max_num_batched_tokens = static_cast<int32_t>(r.integer("max_num_batched_tokens", 0, 1, kMax32));
+  if (const toml::table* policy = r.table("policy")) {
+    OptionReader p(*policy, name + ".policy");
+    rg.has_policy = true;
+    rg.policy = p.string("name", "");
+    if (!p.ok()) return p.error();
+  }
+  r.reject_unknown();
+  if (!r.ok()) return r.error();
+  if (!group.contains("count")) return Error{where(group) + ": " + name + ": count is required"};
+  return Ok{};
+}
+
+// Disaggregated groups (they have roles) need a group of each role.
+void refuse_missing_pool(OptionReader& top, const RunConfig& c) {
+  if (!top.ok() || c.replica_groups.empty() || c.replica_groups.front().role.empty()) return;
+  for (const char* role : {"prefill", "decode"}) {
+    if (std::none_of(c.replica_groups.begin(), c.replica_groups.end(),
+                     [&](const ReplicaGroup& rg) { return rg.role == role; })) {
+      top.refuse("replicas", std::string("disaggregated serving needs a ") + role +
+                                 " pool: no [[replicas]] group has role = \"" + role + "\"");
+      return;
     }
-    if (top.ok() && !c.replica_groups.empty() && !c.replica_groups.front().role.empty()) {
-      for (const char* role : {"prefill", "decode"}) {
-        if (std::none_of(c.replica_groups.begin(), c.replica_groups.end(),
-                         [&](const ReplicaGroup& rg) { return rg.role == role; })) {
-          top.refuse("replicas", std::string("disaggregated serving needs a ") + role +
-                                     " pool: no [[replicas]] group has role = \"" + role + "\"");
-          break;
-        }
-      }
+  }
+}
+
+// A key every group sets for itself would be used by none: refused, not silently dropped (a
+// --hardware flag, a grid over tp, beside groups that each name theirs).
+void refuse_overridden_keys(OptionReader& top, const toml::table& table, const RunConfig& c) {
+  const std::pair<const char*, bool (*)(const ReplicaGroup&)> overridden[] = {
+      {"hardware", [](const ReplicaGroup& g) { return !g.hardware.empty(); }},
+      {"tp", [](const ReplicaGroup& g) { return g.tp > 0; }},
+      {"max_num_seqs", [](const ReplicaGroup& g) { return g.max_num_seqs > 0; }},
+      {"max_num_batched_tokens", [](const ReplicaGroup& g) { return g.max_num_batched_tokens > 0; }}};
+  for (const auto& [key, sets] : overridden) {
+    if (top.ok() && table.contains(key) && !c.replica_groups.empty() &&
+        std::all_of(c.replica_groups.begin(), c.replica_groups.end(), sets)) {
+      top.refuse(key, std::string("every [[replicas]] group sets its own ") + key +
+                          ", so this one would be used by none: set it in the groups (replicas[0]." + key +
+                          ", ...), or leave a group without it to take this one");
     }
-    if (top.ok() && total > 4096) top.refuse("replicas", "the groups add up to " + std::to_string(total) + " replicas; at most 4096");
-    c.replicas = static_cast<int32_t>(total);
-    // A key every group sets for itself would be used by none: refused, not silently dropped (a
-    // --hardware flag, a grid over tp, beside groups that each name theirs).
-    const std::pair<const char*, bool (*)(const ReplicaGroup&)> overridden[] = {
-        {"hardware", [](const ReplicaGroup& g) { return !g.hardware.empty(); }},
-        {"tp", [](const ReplicaGroup& g) { return g.tp > 0; }},
-        {"max_num_seqs", [](const ReplicaGroup& g) { return g.max_num_seqs > 0; }},
-        {"max_num_batched_tokens", [](const ReplicaGroup& g) { return g.max_num_batched_tokens > 0; }}};
-    for (const auto& [key, sets] : overridden) {
-      if (top.ok() && table.contains(key) && !c.replica_groups.empty() &&
-          std::all_of(c.replica_groups.begin(), c.replica_groups.end(), sets)) {
-        top.refuse(key, std::string("every [[replicas]] group sets its own ") + key +
-                            ", so this one would be used by none: set it in the groups (replicas[0]." + key +
-                            ", ...), or leave a group without it to take this one");
-      }
-    }
-    const toml::table* top_policy = table.get_as<toml::table>("policy");
-    if (top.ok() && top_policy != nullptr && top_policy->contains("name") &&
-        std::all_of(c.replica_groups.begin(), c.replica_groups.end(),
-                    [](const ReplicaGroup& g) { return !g.policy.empty(); })) {
-      top.refuse("policy", "name: every [[replicas]] group names its own policy, so this one would be used by "
-                           "none: set it in the groups (replicas[0].policy.name, ...), or leave a group's "
-                           "policy without a name to take this one");
-    }
-  } else {
+  }
+  const toml::table* top_policy = table.get_as<toml::table>("policy");
+  if (top.ok() && top_policy != nullptr && top_policy->contains("name") &&
+      std::all_of(c.replica_groups.begin(), c.replica_groups.end(),
+                  [](const ReplicaGroup& g) { return !g.policy.empty(); })) {
+    top.refuse("policy", "name: every [[replicas]] group names its own policy, so this one would be used by "
+                         "none: set it in the groups (replicas[0].policy.name, ...), or leave a group's "
+                         "policy without a name to take this one");
+  }
+}
+
+// [[replicas]] count = 4, hardware = "h100-sxm", tp = 2: groups of a mixed deployment; or the
+// top level's replicas.
+Status read_replicas(OptionReader& top, const toml::table& table, RunConfig& c) {
+  const toml::array* groups = table.get_as<toml::array>("replicas");
+  if (groups == nullptr) {
     c.replicas = static_cast<int32_t>(top.integer("replicas", c.replicas, 1, 4096));
+    return Ok{};
   }
-  if (top.has("prefill_replicas") || top.has("decode_replicas")) {
-    // Two pools of the run's hardware: a prefill group, then a decode group.
-    const int64_t prefill = top.integer("prefill_replicas", 0, 1, 4096);
-    const int64_t decode = top.integer("decode_replicas", 0, 1, 4096);
-    if (top.ok()) {
-      const char* given = !top.has("prefill_replicas") ? "decode_replicas" : !top.has("decode_replicas") ? "prefill_replicas" : nullptr;
-      if (given != nullptr) {
-        top.refuse(given, std::string("disaggregated serving needs both pools: give ") +
-                              (given[0] == 'p' ? "decode_replicas (--decode-replicas M)" : "prefill_replicas (--prefill-replicas N)") +
-                              " too");
-      } else if (!c.replica_groups.empty()) {
-        top.refuse("prefill_replicas", "the configuration gives [[replicas]] groups too; give the pools as "
-                                       "groups with role = \"prefill\" and role = \"decode\", or drop the groups");
-      } else if (table.contains("replicas")) {
-        top.refuse("prefill_replicas", "cannot be combined with replicas (" + std::to_string(c.replicas) +
-                                           "): the pools' sizes make the replicas");
-      } else if (prefill + decode > 4096) {
-        top.refuse("prefill_replicas", "the pools add up to " + std::to_string(prefill + decode) + " replicas; at most 4096");
-      } else {
-        for (const auto& [count, role] : {std::pair{prefill, "prefill"}, std::pair{decode, "decode"}}) {
-          ReplicaGroup pool;
-          pool.count = static_cast<int32_t>(count);
-          pool.role = role;
-          c.replica_groups.push_back(std::move(pool));
-        }
-        c.replicas = static_cast<int32_t>(prefill + decode);
-      }
+  top.allow("replicas");
+  if (groups->empty()) top.refuse("replicas", "expected at least one [[replicas]] group (count, hardware, tp)");
+  int64_t total = 0;
+  for (size_t g = 0; g < groups->size() && top.ok(); ++g) {
+    const toml::table* group = (*groups)[g].as_table();
+    const std::string name = "replicas[" + std::to_string(g) + "]";
+    if (group == nullptr) {
+      top.refuse("replicas", name + ": expected a table with count, hardware and tp ([[replicas]])");
+      break;
     }
-  }
-  if (const toml::table* d = top.table("disaggregation")) {
-    OptionReader r(*d, "disaggregation");
-    c.link_gbs = r.number("link_gbs", 0, 1e-6, 1e6);
-    c.link_latency_us = r.number("link_latency_us", -1, 0, 1e9);
-    r.reject_unknown();
-    if (!r.ok()) return r.error();
-    if (top.ok() && !c.disaggregated()) {
-      top.refuse("disaggregation", "the run is not disaggregated: give --prefill-replicas N --decode-replicas M, "
-                                   "or [[replicas]] groups with role = \"prefill\" and \"decode\"");
+    ReplicaGroup rg;
+    if (Status s = read_replica_group(*group, name, rg); !s.ok()) return s;
+    if (g > 0 && rg.role.empty() != c.replica_groups.front().role.empty()) {
+      return Error{where(*group) + ": " + name + ": role: either every [[replicas]] group has a role " +
+                   "(prefill or decode: disaggregated serving) or none has"};
     }
+    total += rg.count;
+    c.replica_groups.push_back(std::move(rg));
   }
+  refuse_missing_pool(top, c);
+  if (top.ok() && total > 4096) top.refuse("replicas", "the groups add up to " + std::to_string(total) + " replicas; at most 4096");
+  c.replicas = static_cast<int32_t>(total);
+  refuse_overridden_keys(top, table, c);
+  return Ok{};
+}
+
+// prefill_replicas and decode_replicas: two pools of the run's hardware, a prefill group, then a
+// decode group.
+void read_pools(OptionReader& top, const toml::table& table, RunConfig& c) {
+  if (!top.has("prefill_replicas") && !top.has("decode_replicas")) return;
+  const int64_t prefill = top.integer("prefill_replicas", 0, 1, 4096);
+  const int64_t decode = top.integer("decode_replicas", 0, 1, 4096);
+  if (!top.ok()) return;
+  const char* given = !top.has("prefill_replicas") ? "decode_replicas" : !top.has("decode_replicas") ? "prefill_replicas" : nullptr;
+  if (given != nullptr) {
+    top.refuse(given, std::string("disaggregated serving needs both pools: give ") +
+                          (given[0] == 'p' ? "decode_replicas (--decode-replicas M)" : "prefill_replicas (--prefill-replicas N)") +
+                          " too");
+  } else if (!c.replica_groups.empty()) {
+    top.refuse("prefill_replicas", "the configuration gives [[replicas]] groups too; give the pools as "
+                                   "groups with role = \"prefill\" and role = \"decode\", or drop the groups");
+  } else if (table.contains("replicas")) {
+    top.refuse("prefill_replicas", "cannot be combined with replicas (" + std::to_string(c.replicas) +
+                                       "): the pools' sizes make the replicas");
+  } else if (prefill + decode > 4096) {
+    top.refuse("prefill_replicas", "the pools add up to " + std::to_string(prefill + decode) + " replicas; at most 4096");
+  } else {
+    for (const auto& [count, role] : {std::pair{prefill, "prefill"}, std::pair{decode, "decode"}}) {
+      ReplicaGroup pool;
+      pool.count = static_cast<int32_t>(count);
+      pool.role = role;
+      c.replica_groups.push_back(std::move(pool));
+    }
+    c.replicas = static_cast<int32_t>(prefill + decode);
+  }
+}
+
+// [disaggregation]: the KV link between the pools.
+Status read_disaggregation(OptionReader& top, RunConfig& c) {
+  const toml::table* d = top.table("disaggregation");
+  if (d == nullptr) return Ok{};
+  OptionReader r(*d, "disaggregation");
+  c.link_gbs = r.number("link_gbs", 0, 1e-6, 1e6);
+  c.link_latency_us = r.number("link_latency_us", -1, 0, 1e9);
+  r.reject_unknown();
+  if (!r.ok()) return r.error();
+  if (top.ok() && !c.disaggregated()) {
+    top.refuse("disaggregation", "the run is not disaggregated: give --prefill-replicas N --decode-replicas M, "
+                                 "or [[replicas]] groups with role = \"prefill\" and \"decode\"");
+  }
+  return Ok{};
+}
+
+// The load controls, the prices, and what the run logs and how it runs.
+void read_load_and_logging(OptionReader& top, const toml::table& table, RunConfig& c) {
   c.hardware_sample = top.integer("hardware_sample", -1, -1, 1'000'000);
   const double inf = std::numeric_limits<double>::infinity();
   c.request_rate = top.number("request_rate", 0, 1e-9, inf);
@@ -319,6 +352,10 @@ Result<RunConfig> resolve_config(toml::table table) {
       top.refuse("metric_percentiles", list.error().message);
     }
   }
+}
+
+// The sections of their own: [goodput], [policy], [router], [kv], [engine].
+Status read_sections(OptionReader& top, RunConfig& c) {
   if (const toml::table* goodput = top.table("goodput")) {
     OptionReader g(*goodput, "goodput");
     c.slo_ttft = g.number("ttft", 0, 1e-6, 1e12) / 1e3;  // milliseconds, as vLLM's --goodput
@@ -327,7 +364,6 @@ Result<RunConfig> resolve_config(toml::table table) {
     g.reject_unknown();
     if (!g.ok()) return g.error();
   }
-
   if (const toml::table* policy = top.table("policy")) {
     OptionReader p(*policy, "policy");
     c.policy = p.string("name", c.policy);
@@ -353,10 +389,13 @@ Result<RunConfig> resolve_config(toml::table table) {
     e.reject_unknown();
     if (!e.ok()) return e.error();
   }
-  top.reject_unknown();
-  if (!top.ok()) return top.error();
+  return Ok{};
+}
+
+// The policies' and the router's own options, moved out of `table` (moving keeps each value's file
+// position for their messages).
+void move_options(toml::table& table, RunConfig& c) {
   if (toml::table* policy = table.get_as<toml::table>("policy")) {
-    // Moved, not copied: moving keeps each value's file position for the policy's messages.
     c.policy_options = std::move(*policy);
     c.policy_options.erase("name");
   }
@@ -374,6 +413,10 @@ Result<RunConfig> resolve_config(toml::table table) {
     c.router_options.erase("name");
     c.router_options.erase("session_affinity");
   }
+}
+
+// Keys that are each fine alone but not together.
+Status check_combinations(const RunConfig& c) {
   if (c.rate_scale > 0 && (c.time_scale > 0 || c.request_rate > 0)) {
     return Error{std::string("rate_scale: cannot be combined with ") + (c.time_scale > 0 ? "time_scale" : "request_rate") +
                  " (rate_scale F is time_scale 1/F; request_rate re-times arrivals to a mean rate); give one of them"};
@@ -387,6 +430,24 @@ Result<RunConfig> resolve_config(toml::table table) {
                  ") must be at least max_num_seqs (" + std::to_string(c.max_num_seqs) +
                  "), as vLLM requires: every running sequence needs a token each iteration"};
   }
+  return Ok{};
+}
+
+}  // namespace
+
+Result<RunConfig> resolve_config(toml::table table) {
+  RunConfig c;
+  OptionReader top(table, "");
+  read_top_level(top, table, c);
+  if (Status s = read_replicas(top, table, c); !s.ok()) return s.error();
+  read_pools(top, table, c);
+  if (Status s = read_disaggregation(top, c); !s.ok()) return s.error();
+  read_load_and_logging(top, table, c);
+  if (Status s = read_sections(top, c); !s.ok()) return s.error();
+  top.reject_unknown();
+  if (!top.ok()) return top.error();
+  move_options(table, c);
+  if (Status s = check_combinations(c); !s.ok()) return s.error();
   return c;
 }
 
@@ -414,8 +475,31 @@ Result<std::vector<double>> parse_percentile_list(std::string_view list) {
   return out;
 }
 
-std::string config_to_toml(const RunConfig& c, const toml::table& policy_options) {
-  toml::table t;
+namespace {
+
+// The [[replicas]] groups, as read.
+toml::array groups_to_toml(const std::vector<ReplicaGroup>& replica_groups) {
+  toml::array groups;
+  for (const ReplicaGroup& g : replica_groups) {
+    toml::table group;
+    group.insert("count", g.count);
+    if (!g.hardware.empty()) group.insert("hardware", g.hardware);
+    if (g.tp > 0) group.insert("tp", g.tp);
+    if (!g.role.empty()) group.insert("role", g.role);
+    if (g.max_num_seqs > 0) group.insert("max_num_seqs", g.max_num_seqs);
+    if (g.max_num_batched_tokens > 0) group.insert("max_num_batched_tokens", g.max_num_batched_tokens);
+    if (g.has_policy) {
+      toml::table policy = g.policy_options;
+      if (!g.policy.empty()) policy.insert_or_assign("name", g.policy);
+      group.insert("policy", std::move(policy));
+    }
+    groups.push_back(std::move(group));
+  }
+  return groups;
+}
+
+// The top level's keys, as read_top_level, read_replicas and read_disaggregation read them.
+void deployment_to_toml(const RunConfig& c, toml::table& t) {
   t.insert("trace", c.trace);
   t.insert("backend", c.backend);
   if (!c.hardware.empty()) t.insert("hardware", c.hardware);
@@ -433,23 +517,7 @@ std::string config_to_toml(const RunConfig& c, const toml::table& policy_options
   if (c.replica_groups.empty()) {
     t.insert("replicas", c.replicas);
   } else {
-    toml::array groups;
-    for (const ReplicaGroup& g : c.replica_groups) {
-      toml::table group;
-      group.insert("count", g.count);
-      if (!g.hardware.empty()) group.insert("hardware", g.hardware);
-      if (g.tp > 0) group.insert("tp", g.tp);
-      if (!g.role.empty()) group.insert("role", g.role);
-      if (g.max_num_seqs > 0) group.insert("max_num_seqs", g.max_num_seqs);
-      if (g.max_num_batched_tokens > 0) group.insert("max_num_batched_tokens", g.max_num_batched_tokens);
-      if (g.has_policy) {
-        toml::table policy = g.policy_options;
-        if (!g.policy.empty()) policy.insert_or_assign("name", g.policy);
-        group.insert("policy", std::move(policy));
-      }
-      groups.push_back(std::move(group));
-    }
-    t.insert("replicas", std::move(groups));
+    t.insert("replicas", groups_to_toml(c.replica_groups));
   }
   if (c.link_gbs > 0 || c.link_latency_us >= 0) {
     toml::table d;
@@ -457,6 +525,10 @@ std::string config_to_toml(const RunConfig& c, const toml::table& policy_options
     if (c.link_latency_us >= 0) d.insert("link_latency_us", c.link_latency_us);
     t.insert("disaggregation", std::move(d));
   }
+}
+
+// The keys read_load_and_logging reads.
+void load_and_logging_to_toml(const RunConfig& c, toml::table& t) {
   if (c.hardware_sample >= 0) t.insert("hardware_sample", c.hardware_sample);
   if (c.request_rate > 0) t.insert("request_rate", c.request_rate);
   if (c.burstiness > 0) t.insert("burstiness", c.burstiness);
@@ -480,6 +552,10 @@ std::string config_to_toml(const RunConfig& c, const toml::table& policy_options
     }
     t.insert("metric_percentiles", list);
   }
+}
+
+// The sections read_sections reads, with the policy's and the router's options.
+void sections_to_toml(const RunConfig& c, const toml::table& policy_options, toml::table& t) {
   if (c.slo_ttft > 0 || c.slo_tpot > 0 || c.slo_e2el > 0) {
     toml::table g;
     if (c.slo_ttft > 0) g.insert("ttft", c.slo_ttft * 1e3);
@@ -499,6 +575,15 @@ std::string config_to_toml(const RunConfig& c, const toml::table& policy_options
   if (!c.kv_dtype.empty()) kv.insert("dtype", c.kv_dtype);
   t.insert("kv", std::move(kv));
   if (!c.engine_weights.empty()) t.insert("engine", toml::table{{"weights", c.engine_weights}});
+}
+
+}  // namespace
+
+std::string config_to_toml(const RunConfig& c, const toml::table& policy_options) {
+  toml::table t;
+  deployment_to_toml(c, t);
+  load_and_logging_to_toml(c, t);
+  sections_to_toml(c, policy_options, t);
   std::ostringstream out;
   out << toml::toml_formatter(t);
   return out.str();
