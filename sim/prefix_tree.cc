@@ -163,8 +163,9 @@ PrefixTree::Node PrefixTree::extend(Node parent, Sequence& seq, int32_t pos,
   if (parent.chunk != kRootChunk) {
     Chunk& c = chunk(parent);
     const auto end = static_cast<int32_t>(c.blocks.size());
-    if (parent.slot + 1 == end && c.owner == owner_of(seq)) {  // its own chunk: appended, held
-      assert(c.holder == nullptr || c.holder == &seq);
+    // Its own chunk, unless another sequence holds it (its hold was passed on, or the Sequence
+    // object was reused after its first owner ended): appended, held. Otherwise a chunk of its own.
+    if (parent.slot + 1 == end && c.owner == owner_of(seq) && (c.holder == nullptr || c.holder == &seq)) {
       if (c.holder == nullptr) {
         c.holder = &seq;
         c.hold_from = end;

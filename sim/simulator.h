@@ -187,7 +187,10 @@ class Simulator {
     Sequence prefill_blocks;  // the KV blocks it holds on its prefill replica until moved
     TransferRecord record;
   };
-  std::vector<Transfer> transfers_;  // by slot (grown as needed)
+  // By slot (grown as needed). A deque: growing it never moves a Transfer, whose prefill_blocks'
+  // address the prefix tree keeps as the holder of the blocks it holds (a vector's reallocation
+  // left the tree a dangling holder).
+  std::deque<Transfer> transfers_;
   bool session_affinity_ = true;
   // Whether every leap stops at the next event anywhere: the router looks at the replicas (all but
   // round robin), or requests move between replicas (disaggregation).
