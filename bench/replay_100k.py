@@ -69,7 +69,7 @@ def passed_on(a):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sim", default=os.path.join(ROOT, "build", "sim", "sim"))
-    ap.add_argument("--trace", default=os.path.join(ROOT, "..", "shared", "traces", "azure_conv_100k.vidur.csv"))
+    ap.add_argument("--trace", default=os.path.join(ROOT, "bench", "data", "azure-conv-100k.csv"))
     ap.add_argument("--log", default=None, help="--log level passed to sim (default: sim's)")
     ap.add_argument("--threads", type=int, default=None, help="--threads passed to sim (default: sim's)")
     ap.add_argument("--repeat", type=int, default=3)
