@@ -54,6 +54,7 @@ def main():
     ap.add_argument("--replicas", type=int, default=1)
     ap.add_argument("--unit", action="store_true", help="continuous batching on the unit backend")
     ap.add_argument("--log", default=None, help="--log level passed to sim (default: sim's)")
+    ap.add_argument("--threads", type=int, default=None, help="--threads passed to sim (default: sim's)")
     ap.add_argument("--set", action="append", default=[], metavar="K=V", help="passed to sim's --set")
     ap.add_argument("--progress", action="store_true", help="run sim on a terminal: with its progress line")
     ap.add_argument("--repeat", type=int, default=1)
