@@ -48,12 +48,17 @@ constexpr NumberKey kNumbers[] = {
     {"memory_bandwidth_gbs", true, 1e-3, true, 1e6, kGiga, &HardwareSpec::memory_bandwidth},
     {"fp16_tflops", true, 1e-6, true, 1e6, kTera, &HardwareSpec::fp16_flops},
     {"fp8_tflops", false, 0, true, 1e6, kTera, &HardwareSpec::fp8_flops},
+    {"fp4_tflops", false, 0, true, 1e6, kTera, &HardwareSpec::fp4_flops},
+    {"int8_tops", false, 0, true, 1e6, kTera, &HardwareSpec::int8_ops},
     {"fp32_tflops", true, 1e-6, true, 1e6, kTera, &HardwareSpec::fp32_flops},
     {"interconnect_gbs", true, 1e-3, true, 1e6, kGiga, &HardwareSpec::interconnect_bandwidth},
     {"interconnect_latency_us", false, 0, true, 1e6, kMicro, &HardwareSpec::interconnect_latency},
     {"network_gbs", false, 1e-3, true, 1e6, kGiga, &HardwareSpec::network_bandwidth},
     {"network_latency_us", false, 0, true, 1e6, kMicro, &HardwareSpec::network_latency},
     {"gemm_efficiency", false, 1e-3, true, 1.0, 1.0, &HardwareSpec::gemm_efficiency},
+    {"fp8_gemm_efficiency", false, 0, true, 1.0, 1.0, &HardwareSpec::fp8_gemm_efficiency},
+    {"fp4_gemm_efficiency", false, 0, true, 1.0, 1.0, &HardwareSpec::fp4_gemm_efficiency},
+    {"int8_gemm_efficiency", false, 0, true, 1.0, 1.0, &HardwareSpec::int8_gemm_efficiency},
     {"memory_efficiency", false, 1e-3, true, 1.0, 1.0, &HardwareSpec::memory_efficiency},
     {"attention_efficiency", false, 1e-3, true, 1.0, 1.0, &HardwareSpec::attention_efficiency},
     {"prefill_attention_efficiency", false, 0, true, 1.0, 1.0, &HardwareSpec::prefill_attention_efficiency},
@@ -163,8 +168,9 @@ Result<HardwareSpec> load_hardware(const std::string& path) {
   const TableFields f(root, path, "");
 
   if (Status s = f.check_known({"name", "memory_gib", "memory_bandwidth_gbs", "fp16_tflops",
-                                "fp8_tflops", "fp32_tflops", "bf16", "interconnect_gbs",
-                                "interconnect_latency_us", "network_gbs", "network_latency_us", "gemm_efficiency", "memory_efficiency",
+                                "fp8_tflops", "fp4_tflops", "int8_tops", "fp32_tflops", "bf16", "interconnect_gbs",
+                                "interconnect_latency_us", "network_gbs", "network_latency_us", "gemm_efficiency",
+                                "fp8_gemm_efficiency", "fp4_gemm_efficiency", "int8_gemm_efficiency", "memory_efficiency",
                                 "attention_efficiency", "prefill_attention_efficiency",
                                 "prefill_self_attention_efficiency", "calibration",
                                 "overhead_us", "attention_sequence_us", "gemm_half_rows", "gemm_tile_rows",
@@ -195,6 +201,12 @@ Result<HardwareSpec> load_hardware(const std::string& path) {
   if (hw.prefill_self_attention_efficiency > 0 && hw.prefill_self_attention_efficiency < 1e-3) {
     return f.expected("prefill_self_attention_efficiency",
                       "0 (as prefill_attention_efficiency) or a number in [0.001, 1]");
+  }
+  // The per-type GEMM efficiencies: 0 means "as gemm_efficiency"; below the floor it means nothing.
+  for (const auto& [key, value] : {std::pair<std::string_view, double>{"fp8_gemm_efficiency", hw.fp8_gemm_efficiency},
+                                   {"fp4_gemm_efficiency", hw.fp4_gemm_efficiency},
+                                   {"int8_gemm_efficiency", hw.int8_gemm_efficiency}}) {
+    if (value > 0 && value < 1e-3) return f.expected(key, "0 (as gemm_efficiency) or a number in [0.001, 1]");
   }
   if (hw.gpus_per_node != std::floor(hw.gpus_per_node)) {
     return f.expected("gpus_per_node", "a whole number of GPUs, e.g. 8");

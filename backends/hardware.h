@@ -18,6 +18,8 @@ struct HardwareSpec {
   double memory_bandwidth = 0;         // peak device memory bandwidth (bytes/s)
   double fp16_flops = 0;               // dense FP16/BF16 tensor-core peak (FLOP/s)
   double fp8_flops = 0;                // dense FP8 tensor-core peak (FLOP/s); 0 = none
+  double fp4_flops = 0;                // dense FP4 tensor-core peak (NVFP4/MXFP4, FLOP/s); 0 = none
+  double int8_ops = 0;                 // dense INT8 tensor-core peak (OP/s); 0 = none
   double fp32_flops = 0;               // FP32 peak without tensor cores (FLOP/s)
   bool bf16 = true;                    // BF16 supported (T4: no)
   double interconnect_bandwidth = 0;   // per-GPU bandwidth for tensor-parallel all-reduce (bytes/s)
@@ -27,6 +29,12 @@ struct HardwareSpec {
   double network_bandwidth = 0;        // bytes/s
   double network_latency = -1;         // s, a transfer's fixed cost
   double gemm_efficiency = 0.7;        // fraction of tensor peak a large GEMM achieves
+  // The same for GEMMs at FP8, FP4 and INT8: the fraction of that type's peak (fp8_flops,
+  // fp4_flops, int8_ops) a large GEMM achieves, which differs from the BF16 fraction (more bytes
+  // per FLOP to feed, scaling factors to apply). 0 = gemm_efficiency.
+  double fp8_gemm_efficiency = 0;
+  double fp4_gemm_efficiency = 0;
+  double int8_gemm_efficiency = 0;
   double memory_efficiency = 0.75;     // fraction of peak bandwidth streaming achieves
   double attention_efficiency = 0.6;   // fraction of peak (compute or bandwidth) attention achieves
   // The same for the attention of prompt chunks (items of more than one new token), which is

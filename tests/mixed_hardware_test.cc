@@ -63,7 +63,7 @@ TEST_F(MixedHardware, BadGroupsAreInputErrors) {
       {"trace = \"pareto.toml\"\n[[replicas]]\ncount = 0\n", "replicas[0].count"},
       {"trace = \"pareto.toml\"\n[[replicas]]\nhardware = \"l4\"\n", "replicas[0]: count is required"},
       {"trace = \"pareto.toml\"\n[[replicas]]\ncount = 1\ngpu = \"l4\"\n", "replicas[0].gpu"},
-      {"trace = \"pareto.toml\"\n[[replicas]]\ncount = 1\nhardware = \"b300\"\n", "b300"},
+      {"trace = \"pareto.toml\"\n[[replicas]]\ncount = 1\nhardware = \"b900\"\n", "b900"},
       {"trace = \"pareto.toml\"\nreplicas = [1, 2]\n", "expected a table with count, hardware and tp"},
       {"trace = \"pareto.toml\"\nbackend = \"cpu\"\n[[replicas]]\ncount = 1\nhardware = \"l4\"\n",
        "the cpu backend measures this one machine"},
