@@ -9,12 +9,21 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
+KvLayoutOptions layout_options(const MemoryOptions& o, int32_t tp) {
+  KvLayoutOptions l;
+  l.tp = tp;
+  l.kv = o.kv;
+  l.block_size = o.block_size;
+  l.hybrid_manager = !o.single_group;
+  return l;
+}
+
 MemoryPlan plan(const HardwareSpec& hw, const ModelSpec& m, const MemoryOptions& o, int32_t tp) {
   MemoryPlan p;
   const double t = tp;
-  const double ab = dtype_bytes(o.weights == DType::kFp8 || o.weights == DType::kInt4 ? DType::kBf16 : o.weights);
+  const double ab = dtype_bytes(dtype_bytes(o.weights) < 2 ? DType::kBf16 : o.weights);
   p.budget = hw.memory_bytes * o.gpu_memory_utilization;
-  p.weights = m.weight_bytes(o.weights) / t;
+  p.weights = m.weight_bytes_per_gpu(o.format.method.empty() ? weight_format_of(o.weights) : o.format, tp);
   // The profiling pass: max_num_batched_tokens tokens through one layer at a time (hidden state,
   // residual, QKV, gate/up and SiLU output), and fp32 logits for max_num_seqs sampled rows.
   const double h = static_cast<double>(m.hidden_size);
@@ -23,9 +32,8 @@ MemoryPlan plan(const HardwareSpec& hw, const ModelSpec& m, const MemoryOptions&
   p.activations = o.max_num_batched_tokens * (2 * h + qkv + 3 * inter) * ab +
                   o.max_num_seqs * static_cast<double>(m.vocab_size) / t * 4;
   p.non_torch = kNonTorchBytes;
-  const double kv_heads = std::max(1.0, static_cast<double>(m.num_kv_heads) / t);
-  p.block_bytes = 2.0 * static_cast<double>(m.num_layers) * kv_heads * static_cast<double>(m.head_dim) *
-                  o.block_size * dtype_bytes(o.kv);
+  p.layout = kv_layout(m, layout_options(o, tp));
+  p.block_bytes = p.layout.bytes_per_block;
   const double free = p.budget - p.weights - p.activations - p.non_torch;
   // In double until it is known to fit: a huge memory over a tiny block overflowed the cast.
   const double blocks = free > 0 ? std::floor(free / p.block_bytes) - 1 : 0;
@@ -45,6 +53,12 @@ std::string gib(double bytes) {
 
 Result<MemoryPlan> plan_memory(const HardwareSpec& hw, const ModelSpec& model, const MemoryOptions& o) {
   const MemoryPlan p = plan(hw, model, o, o.tp);
+  if (p.layout.block_size != o.block_size) {
+    return Error{model.name + " at --tp " + std::to_string(o.tp) + " needs a block size of " +
+                 std::to_string(p.layout.block_size) +
+                 " tokens: vLLM raises it so that one attention page holds a linear-attention "
+                 "state; run with --block-size " + std::to_string(p.layout.block_size)};
+  }
   if (p.num_blocks > kMaxKvBlocks) {
     return Error{"the KV cache of " + model.name + " on " + hw.name + " would hold more than " +
                  std::to_string(kMaxKvBlocks) + " blocks of " + std::to_string(o.block_size) +

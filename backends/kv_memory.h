@@ -1,15 +1,16 @@
 // How many KV blocks fit on one replica, derived as vLLM derives it: device memory x
-// gpu_memory_utilization, less the weights (split by tp), the peak activations of a forward pass
-// over max_num_batched_tokens tokens, and memory outside PyTorch (CUDA context, NCCL, cuBLAS
-// workspaces, CUDA graphs), over the bytes of one block:
-//     2 x layers x KV heads per GPU x head dim x block size x KV element size.
-// vLLM reserves block 0, so one block fewer is usable.
+// gpu_memory_utilization, less the weights per GPU (what tp shards, and what every GPU holds
+// whole), the peak activations of a forward pass over max_num_batched_tokens tokens, and memory
+// outside PyTorch (CUDA context, NCCL, cuBLAS workspaces, CUDA graphs), over the bytes of one block
+// id in the KV layout (backends/kv_layout.h; for a dense model 2 x layers x KV heads per GPU x head
+// dim x block size x KV element size). vLLM reserves block 0, so one block fewer is usable.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
 #include "backends/hardware.h"
+#include "backends/kv_layout.h"
 #include "backends/model.h"
 #include "sim/result.h"
 
@@ -17,7 +18,12 @@ namespace servesim {
 
 struct MemoryOptions {
   int32_t tp = 1;
-  DType weights = DType::kBf16;
+  DType weights = DType::kBf16;     // the unquantized weights'
+  WeightFormat format;              // the quantized layers' (method "": none, all at `weights`)
+  // The scheduler's block manager keeps one block table per request: sliding-window and chunked
+  // layers are laid out as vLLM's --disable-hybrid-kv-cache-manager lays them out (full
+  // attention's KV). false: vLLM's default layout (sim memory).
+  bool single_group = true;
   DType kv = DType::kBf16;
   double gpu_memory_utilization = 0.9;
   int32_t block_size = 16;
@@ -38,7 +44,8 @@ struct MemoryPlan {
   double weights = 0;         // per GPU
   double activations = 0;     // peak of the profiling forward pass, per GPU
   double non_torch = 0;
-  double block_bytes = 0;     // one KV block, per GPU
+  double block_bytes = 0;     // one KV block id, per GPU
+  KvLayout layout;
   int64_t num_blocks = 0;     // usable KV blocks per replica
   double kv_bytes() const { return static_cast<double>(num_blocks) * block_bytes; }
 };

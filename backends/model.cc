@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backends/quantization_config.h"
 #include "sim/config/json_text.h"
 #include "sim/request.h"
 #include "sim/config/toml_fields.h"
@@ -16,27 +17,54 @@ namespace {
 
 using nlohmann::json;
 
+// The families servesim models, each with its own reading of the layers' kinds.
+enum class Family { kLlama, kMistral, kMixtral, kQwen2, kQwen3, kQwen3Moe, kDeepseekV3, kLlama4,
+                    kGptOss, kGemma3, kQwen3Next };
+
 // Hugging Face's defaults for one configuration class (transformers' LlamaConfig, MistralConfig,
-// MixtralConfig, Qwen2Config __init__ arguments). kv_heads 0 = same as the attention heads.
+// MixtralConfig, Qwen2Config, Qwen3Config, Qwen3MoeConfig, DeepseekV3Config, Llama4TextConfig,
+// GptOssConfig, Gemma3TextConfig, Qwen3NextConfig __init__ arguments). kv_heads 0 = same as the
+// attention heads; head_dim 0 = hidden / heads; moe_intermediate 0 = intermediate.
 struct ArchDefaults {
   const char* architecture;
   const char* model_type;
+  Family family;
   int64_t hidden, intermediate, layers, heads, kv_heads, vocab, max_positions;
   double rope_theta, rms_norm_eps;
   int64_t num_experts, experts_per_token;
   int64_t sliding_window;  // 0 = None
   bool qkv_bias;
+  int64_t head_dim = 0, moe_intermediate = 0;
+  bool text_config = false;  // a multimodal config: the language model's keys are in text_config
+  bool tie_word_embeddings = false;
 };
 
 constexpr ArchDefaults kArchitectures[] = {
-    {"LlamaForCausalLM", "llama", 4096, 11008, 32, 32, 0, 32000, 2048, 1e4, 1e-6, 1, 1, 0,
-     false},
-    {"MistralForCausalLM", "mistral", 4096, 14336, 32, 32, 8, 32000, 4096 * 32, 1e4, 1e-6, 1, 1,
-     4096, false},
-    {"MixtralForCausalLM", "mixtral", 4096, 14336, 32, 32, 8, 32000, 4096 * 32, 1e6, 1e-5, 8, 2, 0,
-     false},
+    {"LlamaForCausalLM", "llama", Family::kLlama, 4096, 11008, 32, 32, 0, 32000, 2048, 1e4, 1e-6,
+     1, 1, 0, false},
+    {"MistralForCausalLM", "mistral", Family::kMistral, 4096, 14336, 32, 32, 8, 32000, 4096 * 32,
+     1e4, 1e-6, 1, 1, 4096, false},
+    {"MixtralForCausalLM", "mixtral", Family::kMixtral, 4096, 14336, 32, 32, 8, 32000, 4096 * 32,
+     1e6, 1e-5, 8, 2, 0, false},
     // Qwen2Config's sliding_window (4096) applies only with use_sliding_window, which defaults off.
-    {"Qwen2ForCausalLM", "qwen2", 4096, 22016, 32, 32, 32, 151936, 32768, 1e4, 1e-6, 1, 1, 0, true},
+    {"Qwen2ForCausalLM", "qwen2", Family::kQwen2, 4096, 22016, 32, 32, 32, 151936, 32768, 1e4,
+     1e-6, 1, 1, 0, true},
+    {"Qwen3ForCausalLM", "qwen3", Family::kQwen3, 4096, 22016, 32, 32, 32, 151936, 32768, 1e4,
+     1e-6, 1, 1, 0, false, 128},
+    {"Qwen3MoeForCausalLM", "qwen3_moe", Family::kQwen3Moe, 2048, 6144, 24, 32, 4, 151936, 32768,
+     1e4, 1e-6, 128, 8, 0, false, 0, 768},
+    {"DeepseekV3ForCausalLM", "deepseek_v3", Family::kDeepseekV3, 7168, 18432, 61, 128, 128,
+     129280, 4096, 1e4, 1e-6, 256, 8, 0, false, 0, 2048},
+    {"Llama4ForConditionalGeneration", "llama4", Family::kLlama4, 5120, 8192, 48, 40, 8, 202048,
+     4096 * 32, 5e5, 1e-5, 16, 1, 0, false, 128, 0, true},
+    {"GptOssForCausalLM", "gpt_oss", Family::kGptOss, 2880, 2880, 36, 64, 8, 201088, 131072,
+     150000, 1e-5, 128, 4, 128, false, 64},
+    {"Gemma3ForConditionalGeneration", "gemma3", Family::kGemma3, 2304, 9216, 26, 8, 4, 262208,
+     131072, 1e6, 1e-6, 1, 1, 4096, false, 256, 0, true, true},
+    {"Gemma3ForCausalLM", "gemma3_text", Family::kGemma3, 2304, 9216, 26, 8, 4, 262208, 131072,
+     1e6, 1e-6, 1, 1, 4096, false, 256, 0, false, true},
+    {"Qwen3NextForCausalLM", "qwen3_next", Family::kQwen3Next, 2048, 5632, 48, 16, 2, 151936,
+     32768, 1e4, 1e-6, 512, 10, 0, false, 256, 512},
 };
 
 std::string supported_list() {
@@ -54,7 +82,9 @@ std::string supported_list() {
 // Reads optional fields from the root object; the first wrong type is kept in `error`.
 class Fields {
  public:
-  Fields(const json& root, const std::string& path) : root_(root), path_(path) {}
+  // `prefix` names the object the keys are in ("text_config." for a multimodal model's).
+  Fields(const json& root, const std::string& path, std::string prefix = "")
+      : root_(root), path_(path), prefix_(std::move(prefix)) {}
 
   // Absent or null: nullopt.
   const json* find(const char* key) const {
@@ -110,9 +140,33 @@ class Fields {
     return fallback;
   }
 
+  // A list of integers (each in [lo, hi]), or nullopt when absent.
+  std::optional<std::vector<int64_t>> integers(const char* key, int64_t lo, int64_t hi) {
+    const json* v = find(key);
+    if (v == nullptr) return std::nullopt;
+    std::vector<int64_t> out;
+    if (!v->is_array()) {
+      fail(key, "a list of integers", *v);
+      return out;
+    }
+    for (const json& e : *v) {
+      if (!e.is_number_integer() || e.get<int64_t>() < lo || e.get<int64_t>() > hi) {
+        fail(key, ("a list of integers from " + std::to_string(lo) + " to " + std::to_string(hi)).c_str(), *v);
+        return out;
+      }
+      out.push_back(e.get<int64_t>());
+    }
+    return out;
+  }
+
+  // The error text for `key` (with its prefix).
+  Error error_at(const std::string& key, const std::string& what) const {
+    return Error{path_ + ": key \"" + prefix_ + key + "\": " + what};
+  }
+
   void fail(const std::string& key, const char* expected, const json& got) {
     if (error) return;
-    error = Error{path_ + ": key \"" + key + "\": expected " + expected + ", got " +
+    error = Error{path_ + ": key \"" + prefix_ + key + "\": expected " + expected + ", got " +
                   (got.is_structured() ? json_excerpt(got)
                                        : std::string(got.type_name()) + " " + json_excerpt(got))};
   }
@@ -122,6 +176,7 @@ class Fields {
  private:
   const json& root_;
   const std::string& path_;
+  const std::string prefix_;
 };
 
 std::string file_stem(const std::string& path) {
@@ -133,69 +188,12 @@ std::string file_stem(const std::string& path) {
 
 }  // namespace
 
-double dtype_bytes(DType d) {
-  switch (d) {
-    case DType::kFp32: return 4;
-    case DType::kFp16: return 2;
-    case DType::kBf16: return 2;
-    case DType::kFp8: return 1;
-    case DType::kInt4: return 0.5;
-  }
-  return 2;
-}
-
-const char* dtype_name(DType d) {
-  switch (d) {
-    case DType::kFp32: return "fp32";
-    case DType::kFp16: return "fp16";
-    case DType::kBf16: return "bf16";
-    case DType::kFp8: return "fp8";
-    case DType::kInt4: return "int4";
-  }
-  return "?";
-}
-
-Result<DType> parse_dtype(const std::string& s) {
-  if (s == "fp32" || s == "float32" || s == "float") return DType::kFp32;
-  if (s == "fp16" || s == "float16" || s == "half") return DType::kFp16;
-  if (s == "bf16" || s == "bfloat16") return DType::kBf16;
-  if (s == "fp8" || s == "float8" || s == "float8_e4m3fn" || s == "float8_e5m2") return DType::kFp8;
-  if (s == "int4") return DType::kInt4;
-  return Error{"unknown dtype \"" + s +
-               "\": expected fp32, fp16, bf16, fp8 or int4 (or float32, float16, bfloat16)"};
-}
-
-double ModelSpec::num_params() const {
-  const double h = static_cast<double>(hidden_size);
-  const double q = static_cast<double>(num_heads * head_dim);
-  const double kv = static_cast<double>(num_kv_heads * head_dim);
-  const double experts = static_cast<double>(num_experts);
-  double layer = h * q + 2 * h * kv + q * h;     // q, k, v, o projections
-  if (qkv_bias) layer += q + 2 * kv;
-  layer += experts * 3 * h * static_cast<double>(intermediate_size);  // gate, up, down per expert
-  if (num_experts > 1) layer += h * experts;     // router
-  layer += 2 * h;                                // input and post-attention RMSNorm
-  const double embedding = static_cast<double>(vocab_size) * h;
-  return embedding + static_cast<double>(num_layers) * layer + h +
-         (tie_word_embeddings ? 0 : embedding);
-}
-
-double ModelSpec::active_params() const {
-  const double idle_experts = static_cast<double>(num_experts - experts_per_token);
-  return num_params() - static_cast<double>(num_layers) * idle_experts * 3 *
-                            static_cast<double>(hidden_size) *
-                            static_cast<double>(intermediate_size);
-}
-
-double ModelSpec::weight_bytes(DType weights) const { return num_params() * dtype_bytes(weights); }
-
-double ModelSpec::kv_bytes_per_token(DType kv) const {
-  return 2 * static_cast<double>(num_layers * num_kv_heads * head_dim) * dtype_bytes(kv);
-}
-
 Status check_tensor_parallel(const ModelSpec& model, int64_t tp) {
   const auto works = [&](int64_t t) {
-    return model.num_heads % t == 0 && (model.num_kv_heads % t == 0 || t % model.num_kv_heads == 0);
+    const bool linear = !model.has(AttentionKind::kLinear) ||
+                        (model.linear_key_heads % t == 0 && model.linear_value_heads % t == 0);
+    return model.num_heads % t == 0 && linear &&
+           (model.num_kv_heads % t == 0 || t % model.num_kv_heads == 0);
   };
   if (tp >= 1 && works(tp)) return Ok{};
   std::string good;
@@ -205,7 +203,12 @@ Status check_tensor_parallel(const ModelSpec& model, int64_t tp) {
   return Error{"--tp " + std::to_string(tp) + ": " + model.name + " has " +
                std::to_string(model.num_heads) + " attention heads and " +
                std::to_string(model.num_kv_heads) + " KV heads, which " + std::to_string(tp) +
-               " GPUs cannot share evenly (vLLM refuses it too); tp can be " + good};
+               " GPUs cannot share evenly" +
+               (model.has(AttentionKind::kLinear)
+                    ? " (or its " + std::to_string(model.linear_key_heads) + " and " +
+                          std::to_string(model.linear_value_heads) + " linear-attention heads)"
+                    : std::string()) +
+               " (vLLM refuses it too); tp can be " + good};
 }
 
 namespace {
@@ -258,7 +261,10 @@ Result<const ArchDefaults*> find_architecture(const std::string& path, const jso
 // The model's shape, each key defaulting to its architecture's (errors collect in f.error).
 void read_shape(Fields& f, const ArchDefaults& arch, ModelSpec& m) {
   m.hidden_size = f.integer("hidden_size", arch.hidden, 1, kMaxModelHidden);
-  m.intermediate_size = f.integer("intermediate_size", arch.intermediate, 1, kMaxModelHidden * 8);
+  // Llama-4: intermediate_size is an expert's, intermediate_size_mlp the dense layers'.
+  const bool llama4 = arch.family == Family::kLlama4;
+  m.intermediate_size = f.integer(llama4 ? "intermediate_size_mlp" : "intermediate_size",
+                                  llama4 ? 16384 : arch.intermediate, 1, kMaxModelHidden * 8);
   m.num_layers = f.integer("num_hidden_layers", arch.layers, 1, kMaxModelLayers);
   m.num_heads = f.integer("num_attention_heads", arch.heads, 1, kMaxModelHeads);
   const int64_t kv_default = arch.kv_heads > 0 ? arch.kv_heads : m.num_heads;
@@ -273,49 +279,253 @@ void read_shape(Fields& f, const ArchDefaults& arch, ModelSpec& m) {
       if (auto it = rp->find("rope_theta"); it != rp->end() && !it->is_null()) rope = &*it;
   m.rope_theta = f.positive(rope, "rope_theta", arch.rope_theta, 1e30);
   m.rms_norm_eps = f.positive("rms_norm_eps", arch.rms_norm_eps, 1.0);
-  m.tie_word_embeddings = f.boolean("tie_word_embeddings", false);
-  // Qwen2 always has Q, K and V biases; attention_bias adds them (its o_proj bias is not counted).
-  m.qkv_bias = arch.qkv_bias || f.boolean("attention_bias", false);
-  m.num_experts = f.integer("num_local_experts", arch.num_experts, 1, kMaxModelExperts);
-  m.experts_per_token = f.integer("num_experts_per_tok", arch.experts_per_token, 1, kMaxModelExperts);
+  m.tie_word_embeddings = f.boolean("tie_word_embeddings", arch.tie_word_embeddings);
+  // Qwen2 always has Q, K and V biases; attention_bias adds them (its o_proj bias is not counted,
+  // but gpt-oss's is).
+  const bool attention_bias = f.boolean("attention_bias", arch.family == Family::kGptOss);
+  m.qkv_bias = arch.qkv_bias || attention_bias;
+  m.o_bias = attention_bias && arch.family == Family::kGptOss;
+  m.attention_sinks = arch.family == Family::kGptOss;
+  m.attention_output_gate = arch.family == Family::kQwen3Next;
   m.sliding_window = f.integer("sliding_window", arch.sliding_window, 0, kMaxTokens);
-  if (m.architecture == std::string("Qwen2ForCausalLM") && !f.boolean("use_sliding_window", false))
-    m.sliding_window = 0;
+}
+
+// The routed and shared experts (errors collect in f.error).
+void read_experts(Fields& f, const ArchDefaults& arch, ModelSpec& m) {
+  const char* experts_key = arch.family == Family::kDeepseekV3 ? "n_routed_experts"
+                            : arch.family == Family::kQwen3Moe || arch.family == Family::kQwen3Next
+                                ? "num_experts"
+                                : "num_local_experts";
+  m.num_experts = f.integer(experts_key, arch.num_experts, 1, kMaxModelExperts);
+  const char* top_key = arch.family == Family::kGptOss && f.find("num_experts_per_tok") == nullptr
+                            ? "experts_per_token"
+                            : "num_experts_per_tok";
+  m.experts_per_token = f.integer(top_key, arch.experts_per_token, 1, kMaxModelExperts);
+  if (m.num_experts <= 1) return;
+  const int64_t h8 = kMaxModelHidden * 8;
+  switch (arch.family) {
+    case Family::kMixtral:
+    case Family::kGptOss:
+      m.moe_intermediate_size = m.intermediate_size;
+      m.expert_bias = arch.family == Family::kGptOss;
+      break;
+    case Family::kLlama4:  // one shared expert of an expert's size
+      m.moe_intermediate_size = f.integer("intermediate_size", arch.intermediate, 1, h8);
+      m.num_shared_experts = 1;
+      m.shared_intermediate_size = m.moe_intermediate_size;
+      break;
+    case Family::kDeepseekV3:
+      m.moe_intermediate_size = f.integer("moe_intermediate_size", arch.moe_intermediate, 1, h8);
+      m.num_shared_experts = f.integer("n_shared_experts", 1, 0, kMaxModelExperts);
+      m.shared_intermediate_size = m.num_shared_experts * m.moe_intermediate_size;
+      break;
+    default:  // Qwen3-MoE, Qwen3-Next
+      m.moe_intermediate_size = f.integer("moe_intermediate_size", arch.moe_intermediate, 1, h8);
+      m.shared_intermediate_size = f.integer("shared_expert_intermediate_size", 0, 0, h8);
+      m.num_shared_experts = m.shared_intermediate_size > 0 ? 1 : 0;
+      m.shared_expert_gate = m.num_shared_experts > 0;
+  }
+}
+
+// Which layers are mixtures of experts, as each family's vLLM model builds them.
+void read_moe_layers(Fields& f, const ArchDefaults& arch, ModelSpec& m) {
+  m.layer_moe.assign(static_cast<size_t>(m.num_layers), m.num_experts > 1 ? 1 : 0);
+  if (m.num_experts <= 1) return;
+  const int64_t n = m.num_layers;
+  if (arch.family == Family::kDeepseekV3) {
+    const int64_t first = f.integer("first_k_dense_replace", 3, 0, n);
+    const int64_t freq = f.integer("moe_layer_freq", 1, 1, n);
+    for (int64_t i = 0; i < n; ++i) m.layer_moe[i] = i >= first && i % freq == 0;
+  } else if (arch.family == Family::kLlama4) {
+    const int64_t step = f.integer("interleave_moe_layer_step", 1, 0, n);
+    for (int64_t i = 0; i < n; ++i) m.layer_moe[i] = step > 0 && (i + 1) % step == 0;
+    if (auto listed = f.integers("moe_layers", 0, n - 1)) {
+      m.layer_moe.assign(static_cast<size_t>(n), 0);
+      for (int64_t i : *listed) m.layer_moe[i] = 1;
+    }
+  } else if (arch.family == Family::kQwen3Moe || arch.family == Family::kQwen3Next) {
+    const int64_t step = f.integer("decoder_sparse_step", 1, 1, n);
+    const auto dense = f.integers("mlp_only_layers", 0, n - 1).value_or(std::vector<int64_t>{});
+    for (int64_t i = 0; i < n; ++i) m.layer_moe[i] = (i + 1) % step == 0;
+    for (int64_t i : dense) m.layer_moe[i] = 0;
+  }
+}
+
+// layer_types' names, as transformers writes them.
+std::optional<AttentionKind> layer_type(const std::string& name) {
+  if (name == "full_attention") return AttentionKind::kFull;
+  if (name == "sliding_attention") return AttentionKind::kSlidingWindow;
+  if (name == "chunked_attention") return AttentionKind::kChunkedLocal;
+  if (name == "linear_attention") return AttentionKind::kLinear;
+  return std::nullopt;
+}
+
+// The layers' kinds from layer_types; nullopt when absent.
+Result<std::optional<std::vector<AttentionKind>>> read_layer_types(Fields& f, int64_t n) {
+  const json* v = f.find("layer_types");
+  if (v == nullptr) return std::optional<std::vector<AttentionKind>>{};
+  if (!v->is_array() || static_cast<int64_t>(v->size()) != n)
+    return f.error_at("layer_types", "expected a list of " + std::to_string(n) +
+                                         " layer types (num_hidden_layers), got " + json_excerpt(*v));
+  std::vector<AttentionKind> kinds;
+  for (size_t i = 0; i < v->size(); ++i) {
+    const json& e = (*v)[i];
+    const auto kind = e.is_string() ? layer_type(e.get<std::string>()) : std::nullopt;
+    if (!kind)
+      return f.error_at("layer_types[" + std::to_string(i) + "]",
+                        "expected full_attention, sliding_attention, chunked_attention or "
+                        "linear_attention, got " + json_excerpt(e));
+    kinds.push_back(*kind);
+  }
+  return std::optional<std::vector<AttentionKind>>(std::move(kinds));
+}
+
+// Each layer's attention kind when layer_types does not say: the family's pattern.
+std::vector<AttentionKind> default_layer_kinds(Fields& f, const ArchDefaults& arch, int64_t n) {
+  std::vector<AttentionKind> kinds(static_cast<size_t>(n), AttentionKind::kFull);
+  for (int64_t i = 0; i < n; ++i) {
+    auto& k = kinds[static_cast<size_t>(i)];
+    switch (arch.family) {
+      case Family::kDeepseekV3: k = AttentionKind::kMla; break;
+      case Family::kGptOss:  // sliding, full, sliding, ...
+        k = (i + 1) % 2 != 0 ? AttentionKind::kSlidingWindow : AttentionKind::kFull;
+        break;
+      case Family::kGemma3: {  // one global layer after every pattern - 1 local ones
+        const int64_t pattern = f.integer("sliding_window_pattern", 6, 1, n);
+        k = (i + 1) % pattern != 0 ? AttentionKind::kSlidingWindow : AttentionKind::kFull;
+        break;
+      }
+      case Family::kQwen3Next: {
+        const int64_t interval = f.integer("full_attention_interval", 4, 1, n);
+        k = (i + 1) % interval == 0 ? AttentionKind::kFull : AttentionKind::kLinear;
+        break;
+      }
+      default: break;  // vLLM's Llama, Mistral and Qwen models slide only where layer_types says
+    }
+  }
+  return kinds;
+}
+
+// Llama-4: layers with RoPE attend within their chunk; the NoPE layers (no_rope_layers 0, by
+// default every fourth) attend to everything.
+void read_llama4_chunks(Fields& f, ModelSpec& m) {
+  const int64_t n = m.num_layers;
+  m.attention_chunk_size = f.integer("attention_chunk_size", 8192, 0, kMaxTokens);
+  std::vector<int64_t> rope(static_cast<size_t>(n));
+  const int64_t interval = f.integer("no_rope_layer_interval", 4, 1, n);
+  for (int64_t i = 0; i < n; ++i) rope[i] = (i + 1) % interval != 0;
+  if (auto listed = f.integers("no_rope_layers", 0, 1); listed && !listed->empty()) {
+    if (static_cast<int64_t>(listed->size()) == n) rope = *listed;
+  }
+  if (m.attention_chunk_size == 0) return;
+  for (int64_t i = 0; i < n; ++i)
+    if (rope[i] != 0 && m.layer_attention[i] == AttentionKind::kFull)
+      m.layer_attention[i] = AttentionKind::kChunkedLocal;
+}
+
+// The layers' attention kinds, and the windows they need.
+Status read_layout(Fields& f, const ArchDefaults& arch, ModelSpec& m) {
+  Result<std::optional<std::vector<AttentionKind>>> listed = read_layer_types(f, m.num_layers);
+  if (!listed.ok()) return listed.error();
+  m.layer_attention = listed.value() ? *listed.value() : default_layer_kinds(f, arch, m.num_layers);
+  if (arch.family == Family::kDeepseekV3)
+    for (auto& k : m.layer_attention)
+      if (k == AttentionKind::kFull) k = AttentionKind::kMla;
+  if (arch.family == Family::kLlama4) read_llama4_chunks(f, m);
+  if (f.error) return *f.error;
+  if (m.has(AttentionKind::kSlidingWindow) && m.sliding_window <= 0)
+    return f.error_at("sliding_window", "must be > 0: layers " + std::string("slide (layer_types)") +
+                                            ", got " + std::to_string(m.sliding_window));
+  if (m.has(AttentionKind::kChunkedLocal) && m.attention_chunk_size <= 0)
+    return f.error_at("attention_chunk_size", "must be > 0");
+  return Ok{};
+}
+
+// DeepSeek's multi-head latent attention.
+void read_mla(Fields& f, ModelSpec& m) {
+  m.q_lora_rank = f.integer("q_lora_rank", 1536, 0, kMaxModelHidden);
+  m.kv_lora_rank = f.integer("kv_lora_rank", 512, 1, kMaxModelHidden);
+  m.qk_rope_head_dim = f.integer("qk_rope_head_dim", 64, 1, kMaxModelHeadDim);
+  m.qk_nope_head_dim = f.integer("qk_nope_head_dim", 128, 1, kMaxModelHeadDim);
+  m.v_head_dim = f.integer("v_head_dim", 128, 1, kMaxModelHeadDim);
+}
+
+// Gated DeltaNet's shapes (Qwen3-Next).
+void read_linear_attention(Fields& f, ModelSpec& m) {
+  m.linear_key_heads = f.integer("linear_num_key_heads", 16, 1, kMaxModelHeads);
+  m.linear_value_heads = f.integer("linear_num_value_heads", 32, 1, kMaxModelHeads);
+  m.linear_key_head_dim = f.integer("linear_key_head_dim", 128, 1, kMaxModelHeadDim);
+  m.linear_value_head_dim = f.integer("linear_value_head_dim", 128, 1, kMaxModelHeadDim);
+  m.linear_conv_kernel = f.integer("linear_conv_kernel_dim", 4, 1, 64);
 }
 
 // The heads' split, and head_dim (given, or hidden_size over the heads).
-Status read_heads(Fields& f, const std::string& path, ModelSpec& m) {
+Status read_heads(Fields& f, const ArchDefaults& arch, ModelSpec& m) {
   if (m.num_heads % m.num_kv_heads != 0)
-    return Error{path + ": key \"num_key_value_heads\": " + std::to_string(m.num_kv_heads) +
-                 " does not divide num_attention_heads " + std::to_string(m.num_heads)};
+    return f.error_at("num_key_value_heads", std::to_string(m.num_kv_heads) +
+                                                 " does not divide num_attention_heads " +
+                                                 std::to_string(m.num_heads));
   if (m.experts_per_token > m.num_experts)
-    return Error{path + ": key \"num_experts_per_tok\": " + std::to_string(m.experts_per_token) +
-                 " exceeds num_local_experts " + std::to_string(m.num_experts)};
-  if (f.find("head_dim") != nullptr) {
-    m.head_dim = f.integer("head_dim", 0, 1, kMaxModelHeadDim);
+    return f.error_at(arch.family == Family::kGptOss ? "experts_per_token" : "num_experts_per_tok",
+                      std::to_string(m.experts_per_token) + " exceeds the " +
+                          std::to_string(m.num_experts) + " routed experts");
+  if (m.has(AttentionKind::kLinear) && m.linear_value_heads % m.linear_key_heads != 0)
+    return f.error_at("linear_num_value_heads", std::to_string(m.linear_value_heads) +
+                                                    " is not a multiple of linear_num_key_heads " +
+                                                    std::to_string(m.linear_key_heads));
+  if (arch.family == Family::kDeepseekV3) {
+    m.head_dim = m.qk_nope_head_dim + m.qk_rope_head_dim;
+    return Ok{};
+  }
+  if (f.find("head_dim") != nullptr || arch.head_dim > 0) {
+    m.head_dim = f.integer("head_dim", arch.head_dim, 1, kMaxModelHeadDim);
     if (f.error) return *f.error;
     return Ok{};
   }
   if (m.hidden_size % m.num_heads != 0)
-    return Error{path + ": key \"num_attention_heads\": " + std::to_string(m.num_heads) +
-                 " does not divide hidden_size " + std::to_string(m.hidden_size) +
-                 "; give head_dim"};
+    return f.error_at("num_attention_heads", std::to_string(m.num_heads) +
+                                                 " does not divide hidden_size " +
+                                                 std::to_string(m.hidden_size) + "; give head_dim");
   m.head_dim = m.hidden_size / m.num_heads;
   return Ok{};
 }
 
 // torch_dtype (renamed dtype in recent transformers); absent: the struct's default (bf16).
-Status read_dtype(Fields& f, const std::string& path, ModelSpec& m) {
+Status read_dtype(Fields& f, ModelSpec& m) {
   for (const char* key : {"torch_dtype", "dtype"}) {
     const json* v = f.find(key);
     if (v == nullptr) continue;
-    if (!v->is_string())
-      return Error{path + ": key \"" + key + "\": expected a string, got " + json_excerpt(*v)};
+    if (!v->is_string()) return f.error_at(key, "expected a string, got " + json_excerpt(*v));
     auto d = parse_dtype(v->get<std::string>());
-    if (!d) return Error{path + ": key \"" + key + "\": " + d.error().message};
+    if (!d) return f.error_at(key, d.error().message);
     m.dtype = d.value();
     break;
   }
+  return Ok{};
+}
+
+// The object the language model's keys are in: text_config for a multimodal model that has one.
+const json& text_root(const json& root, const ArchDefaults& arch) {
+  if (!arch.text_config) return root;
+  auto it = root.find("text_config");
+  return it != root.end() && it->is_object() ? *it : root;
+}
+
+// Everything but the quantization, from the language model's keys.
+Status read_model(Fields& f, const ArchDefaults& arch, ModelSpec& m) {
+  read_shape(f, arch, m);
+  read_experts(f, arch, m);
+  if (f.error) return *f.error;
+  read_moe_layers(f, arch, m);
+  if (arch.family == Family::kDeepseekV3) read_mla(f, m);
+  if (Status s = read_layout(f, arch, m); !s.ok()) return s;
+  if (m.has(AttentionKind::kLinear)) read_linear_attention(f, m);
+  if (f.error) return *f.error;
+  if (Status s = read_heads(f, arch, m); !s.ok()) return s;
+  if (Status s = read_dtype(f, m); !s.ok()) return s;
+  // A sliding window that no layer uses (Mistral, Qwen without use_sliding_window) is kept as the
+  // file says, for information; only the layers' kinds count.
+  if (arch.family == Family::kQwen2 && !f.boolean("use_sliding_window", false)) m.sliding_window = 0;
   return Ok{};
 }
 
@@ -329,15 +539,16 @@ Result<ModelSpec> load_model(const std::string& path) {
   Result<const ArchDefaults*> arch = find_architecture(path, root.value());
   if (!arch.ok()) return arch.error();
 
-  Fields f(root.value(), path);
+  const json& text = text_root(root.value(), *arch.value());
+  Fields f(text, path, &text == &root.value() ? "" : "text_config.");
   ModelSpec m;
   m.name = file_stem(path);
   m.path = path;
   m.architecture = arch.value()->architecture;
-  read_shape(f, *arch.value(), m);
-  if (f.error) return *f.error;
-  if (Status s = read_heads(f, path, m); !s.ok()) return s.error();
-  if (Status s = read_dtype(f, path, m); !s.ok()) return s.error();
+  if (Status s = read_model(f, *arch.value(), m); !s.ok()) return s.error();
+  Result<WeightFormat> quant = read_quantization_config(root.value(), path);
+  if (!quant.ok()) return quant.error();
+  m.quantization = quant.value();
   return m;
 }
 

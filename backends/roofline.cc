@@ -3,35 +3,86 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <tuple>
 #include <vector>
+
+#include "backends/moe_routing.h"
 
 namespace servesim {
 
+namespace {
+
+// Weight-only kernels (Marlin-style) dequantize each weight on the CUDA cores, about two operations
+// per element, once per 64 rows of the product they serve; overlapped with the weights' loads, not
+// with the tensor cores. An estimate, not a measurement: it makes a 4-bit GEMM of 64 rows about
+// 15 % slower than a 16-bit one on an H100 when compute-bound, in line with Marlin's reported loss
+// at large batch (Frantar et al., 2024).
+constexpr double kDequantOps = 2, kDequantRows = 64;
+
+// Peak and efficiency of the tensor cores for element type d, 0 peak when the GPU has none.
+std::pair<double, double> tensor_peak(const HardwareSpec& hw, DType d) {
+  const auto eff = [&](double e) { return e > 0 ? e : hw.gemm_efficiency; };
+  switch (d) {
+    case DType::kFp8: return {hw.fp8_flops, eff(hw.fp8_gemm_efficiency)};
+    case DType::kFp4: return {hw.fp4_flops, eff(hw.fp4_gemm_efficiency)};
+    case DType::kInt8: return {hw.int8_ops, eff(hw.int8_gemm_efficiency)};
+    default: return {hw.fp16_flops, hw.gemm_efficiency};
+  }
+}
+
+}  // namespace
+
 RooflineModel::RooflineModel(HardwareSpec hw, ModelSpec model, RooflineOptions options)
-    : hw_(std::move(hw)), model_(std::move(model)), options_(options) {
-  // One new token over `ctx` cached ones (a decode): 4 (ctx + 1) q_dim FLOPs against
-  // (ctx + 2) 2 kv_dim kvb + 2 q_dim ab bytes, both affine in ctx. When the memory time is the larger
-  // at ctx = 0 and grows at least as fast, it is the larger for every context, and the decodes of a
-  // batch are priced together from their count and their contexts' sum.
-  const double q_dim = static_cast<double>(model_.num_heads) * static_cast<double>(model_.head_dim) / options_.tp;
-  const double kv_dim = std::max(1.0, static_cast<double>(model_.num_kv_heads) / options_.tp) *
-                        static_cast<double>(model_.head_dim);
-  const double kvb = dtype_bytes(options_.kv), ab = dtype_bytes(options_.activations);
+    : hw_(std::move(hw)), model_(std::move(model)), options_(options),
+      shapes_(model_, options_.tp, options_.kv, options_.activations) {
+  const WeightFormat& f = options_.format;
+  plain_ = {hw_.fp16_flops, hw_.gemm_efficiency, dtype_bytes(options_.weights), false};
+  quantized_ = plain_;
+  if (!f.method.empty()) {
+    const DType compute = compute_dtype(f, options_.activations, hw_.fp8_flops, hw_.fp4_flops);
+    auto [peak, eff] = tensor_peak(hw_, compute);
+    const bool dequantize = peak <= 0 || compute == options_.activations;
+    if (dequantize) std::tie(peak, eff) = tensor_peak(hw_, DType::kBf16);
+    quantized_ = {peak, eff, dtype_bytes(f.dtype) + f.scale_bytes, dequantize};
+  }
+  for (int64_t i = 0; i < model_.num_layers; ++i) {
+    const AttentionKind k = model_.attention_of(i);
+    const bool moe = model_.moe_at(i);
+    auto c = std::find_if(classes_.begin(), classes_.end(), [&](const LayerClass& x) { return x.kind == k && x.moe == moe; });
+    if (c == classes_.end()) c = classes_.insert(classes_.end(), {k, moe, 0});
+    c->count += 1;
+    auto kk = std::find_if(kinds_.begin(), kinds_.end(), [&](const auto& x) { return x.first == k; });
+    if (kk == kinds_.end()) kk = kinds_.insert(kinds_.end(), {k, 0});
+    kk->second += 1;
+  }
+  // A one-token decode is affine in its context (sliding and chunked layers excepted): per layer on
+  // average, bytes and FLOPs per cached token and per sequence. When the memory time is the larger
+  // at no context and grows at least as fast, it is the larger for every context, and the decodes
+  // of a batch are priced together from their count and their contexts' sum.
   const double compute = hw_.fp16_flops * hw_.attention_efficiency;
   const double memory = hw_.memory_bandwidth * hw_.attention_efficiency;
-  decode_bytes_per_context_ = 2 * kv_dim * kvb;
-  decode_bytes_per_item_ = 2 * (2 * kv_dim * kvb) + 2 * q_dim * ab;
-  const double compute_slope = 4 * q_dim / compute, memory_slope = decode_bytes_per_context_ / memory;
-  decodes_memory_bound_ = compute > 0 && memory > 0 && memory_slope >= compute_slope &&
-                          decode_bytes_per_item_ / memory >= 4 * q_dim / compute;
+  const auto layers = static_cast<double>(model_.num_layers);
+  double per_context = 0, per_item = 0;
+  bool bound = compute > 0 && memory > 0;
+  for (const auto& [kind, count] : kinds_) {
+    if (kind == AttentionKind::kSlidingWindow || kind == AttentionKind::kChunkedLocal) bound = false;
+    if (!bound) break;
+    const AttentionShapes::Affine a = shapes_.decode_affine(kind);
+    bound = a.bytes_per_context / memory >= a.flops_per_context / compute &&
+            a.bytes_per_item / memory >= a.flops_per_item / compute;
+    per_context += a.bytes_per_context * count;
+    per_item += a.bytes_per_item * count;
+  }
+  decodes_memory_bound_ = bound;
+  decode_bytes_per_context_ = per_context / layers;
+  decode_bytes_per_item_ = per_item / layers;
   // decode_attention() in fixed point, for decode_durations: a per context token, c per item.
   constexpr double kScale = 1e9 * static_cast<double>(DecodeDurations::kOne);  // seconds -> 2^-31 ns
   constexpr double kMax = 0x1p62;
-  const auto layers = static_cast<double>(model_.num_layers);
   const double a = std::round(decode_bytes_per_context_ / memory * layers * kScale);
   const double c =
       std::round((decode_bytes_per_item_ / memory + hw_.attention_sequence_overhead) * layers * kScale);
-  if (a >= 0 && a < kMax && c >= 0 && c < kMax) {
+  if (bound && a >= 0 && a < kMax && c >= 0 && c < kMax) {
     decode_per_context_ = static_cast<int64_t>(a);
     decode_per_item_ = static_cast<int64_t>(c);
   }
@@ -41,15 +92,17 @@ double RooflineModel::memory_time(double bytes) const {
   return bytes / (hw_.memory_bandwidth * hw_.memory_efficiency);
 }
 
-double RooflineModel::gemm_time(double flops, double bytes, double rows) const {
-  double eff = hw_.gemm_efficiency;
+double RooflineModel::gemm_time(double flops, double bytes, double rows, const Gemm& g, double weights) const {
+  double eff = g.efficiency;
   if (hw_.gemm_half_rows > 0) eff *= rows / (rows + hw_.gemm_half_rows);
-  const double peak = options_.weights == DType::kFp8 && hw_.fp8_flops > 0 ? hw_.fp8_flops
-                                                                           : hw_.fp16_flops;
   if (hw_.gemm_tile_rows > 0 && rows > 0) {
     flops *= std::ceil(rows / hw_.gemm_tile_rows) * hw_.gemm_tile_rows / rows;
   }
-  return std::max(flops / (peak * eff), memory_time(bytes));
+  double compute = flops / (g.peak * eff);
+  if (g.dequantize && weights > 0 && hw_.fp32_flops > 0) {
+    compute += weights * kDequantOps * std::ceil(std::max(rows, 1.0) / kDequantRows) / hw_.fp32_flops;
+  }
+  return std::max(compute, memory_time(bytes));
 }
 
 double RooflineModel::attention_time(double flops, double bytes, double efficiency) const {
@@ -78,20 +131,9 @@ RooflineBreakdown RooflineModel::price(const Item* items, size_t n) const {
 template <typename ItemAt>
 RooflineModel::AttentionPart RooflineModel::price_items(size_t n, ItemAt item_at, int64_t group,
                                                         int64_t group_context) const {
-  const ModelSpec& m = model_;
-  const double tp = options_.tp;
-  const double ab = dtype_bytes(options_.activations);
-  const double kvb = dtype_bytes(options_.kv);
-  const double hd = static_cast<double>(m.head_dim);
-  const double q_dim = static_cast<double>(m.num_heads) * hd / tp;
-  // KV heads split across tp; with fewer KV heads than GPUs each GPU keeps one.
-  const double kv_heads = std::max(1.0, static_cast<double>(m.num_kv_heads) / tp);
-  const double kv_dim = kv_heads * hd;
-  const double layers = static_cast<double>(m.num_layers);
   const double prefill_efficiency = hw_.prefill_attention_efficiency > 0
                                         ? hw_.prefill_attention_efficiency
                                         : hw_.attention_efficiency;
-
   // One-token items, priced together (see the constructor); the decode group's are all such.
   int64_t tokens = group, emitting = group;
   int64_t decodes = group, decode_context = group_context;
@@ -105,26 +147,23 @@ RooflineModel::AttentionPart RooflineModel::price_items(size_t n, ItemAt item_at
       decode_context += item.context_tokens;
       continue;
     }
-    const double new_t = static_cast<double>(item.new_tokens);
-    const double ctx = static_cast<double>(item.context_tokens);
     tokens += item.new_tokens;
     if (item.emits) emitting += 1;
-    // Token j of the chunk attends to the cached tokens and to the chunk's tokens up to itself.
-    const double pairs = new_t * ctx + new_t * (new_t + 1) / 2;
-    const double flops = 4 * pairs * q_dim;  // QK^T and PV, 2 FLOPs per multiply-add each
-    const double bytes = (ctx + new_t) * 2 * kv_dim * kvb    // read K and V (the new ones included)
-                         + new_t * 2 * kv_dim * kvb           // write the new K and V
-                         + 2 * new_t * q_dim * ab;            // read Q, write the output
     const double efficiency = item.new_tokens > 1 ? prefill_efficiency : hw_.attention_efficiency;
-    double time = attention_time(flops, bytes, efficiency);
-    if (item.new_tokens > 1 && hw_.prefill_self_attention_efficiency > 0) {
-      // The chunk's causal triangle at its own efficiency, the pairs over the cache at the other.
-      const double self = 4 * (new_t * (new_t + 1) / 2) * q_dim, cache = 4 * (new_t * ctx) * q_dim;
-      time = std::max(cache / (hw_.fp16_flops * efficiency) +
-                          self / (hw_.fp16_flops * hw_.prefill_self_attention_efficiency),
-                      bytes / (hw_.memory_bandwidth * efficiency));
+    for (const auto& [kind, count] : kinds_) {
+      const AttentionWork w = shapes_.work(kind, item.new_tokens, item.context_tokens);
+      double time = attention_time(w.flops, w.bytes, efficiency);
+      if (item.new_tokens > 1 && hw_.prefill_self_attention_efficiency > 0) {
+        // The chunk's causal triangle at its own efficiency, the pairs over the cache at the other.
+        time = std::max((w.flops - w.self_flops) / (hw_.fp16_flops * efficiency) +
+                            w.self_flops / (hw_.fp16_flops * hw_.prefill_self_attention_efficiency),
+                        w.bytes / (hw_.memory_bandwidth * efficiency));
+      }
+      if (w.decompress_flops > 0) {  // MLA: the cached latents expanded by kv_b_proj
+        time += gemm_time(w.decompress_flops, 0, static_cast<double>(item.context_tokens), quantized_, 0);
+      }
+      t.attention += (time + hw_.attention_sequence_overhead) * count;
     }
-    t.attention += (time + hw_.attention_sequence_overhead) * layers;
   }
   if (decodes > 0) t.attention += decode_attention(decodes, decode_context);
   return {t, tokens, emitting};
@@ -171,45 +210,93 @@ bool RooflineModel::decode_durations(const DecodeShape& shape, Time rest, Decode
   return true;
 }
 
+double RooflineModel::linear(double in, double out, double tokens, const Gemm& g) const {
+  const double ab = dtype_bytes(options_.activations);
+  return gemm_time(2 * tokens * in * out, in * out * g.weight_bytes + tokens * (in + out) * ab, tokens, g, in * out);
+}
+
+double RooflineModel::attention_projections(AttentionKind kind, double tokens) const {
+  const ModelSpec& m = model_;
+  const double tp = options_.tp;
+  const Gemm& g = options_.format.attention ? quantized_ : plain_;
+  const double h = static_cast<double>(m.hidden_size);
+  if (kind == AttentionKind::kMla) {
+    // Compressions replicated on every GPU; the heads' expansions and the output split by tp. A
+    // decode's absorbed form costs kv_b_proj's FLOPs per token too.
+    const double heads = static_cast<double>(m.num_heads) / tp;
+    const double qk = static_cast<double>(m.qk_nope_head_dim + m.qk_rope_head_dim);
+    const double ql = static_cast<double>(m.q_lora_rank), kvl = static_cast<double>(m.kv_lora_rank);
+    double time = m.q_lora_rank > 0 ? linear(h, ql, tokens, g) + linear(ql, heads * qk, tokens, g)
+                                    : linear(h, heads * qk, tokens, g);
+    time += linear(h, kvl + static_cast<double>(m.qk_rope_head_dim), tokens, g);
+    time += linear(kvl, heads * static_cast<double>(m.qk_nope_head_dim + m.v_head_dim), tokens, g);
+    return time + linear(heads * static_cast<double>(m.v_head_dim), h, tokens, g);
+  }
+  if (kind == AttentionKind::kLinear) {
+    const double k = static_cast<double>(m.linear_key_heads * m.linear_key_head_dim) / tp;
+    const double v = static_cast<double>(m.linear_value_heads * m.linear_value_head_dim) / tp;
+    const double nv = static_cast<double>(m.linear_value_heads) / tp;
+    return linear(h, 2 * k + 2 * v, tokens, g) + linear(h, 2 * nv, tokens, g) + linear(v, h, tokens, g);
+  }
+  const double hd = static_cast<double>(m.head_dim);
+  const double q_dim = static_cast<double>(m.num_heads) * hd / tp;
+  const double kv_dim = std::max(1.0, static_cast<double>(m.num_kv_heads) / tp) * hd;
+  double time = linear(h, (m.attention_output_gate ? 2 : 1) * q_dim + 2 * kv_dim, tokens, g) +
+                linear(q_dim, h, tokens, g);
+  if (m.qkv_bias) {  // Qwen2: the bias vectors are read and added to every token's Q, K and V
+    const double ab = dtype_bytes(options_.activations);
+    time += memory_time((q_dim + 2 * kv_dim) * plain_.weight_bytes + 2 * tokens * (q_dim + 2 * kv_dim) * ab);
+  }
+  return time;
+}
+
+double RooflineModel::feed_forward(bool moe, double tokens) const {
+  const ModelSpec& m = model_;
+  const double tp = options_.tp, h = static_cast<double>(m.hidden_size);
+  const double ab = dtype_bytes(options_.activations);
+  if (!moe) {
+    const double inter = static_cast<double>(m.intermediate_size) / tp;
+    const Gemm& g = options_.format.dense_ffn ? quantized_ : plain_;
+    return linear(h, 2 * inter, tokens, g) + linear(inter, h, tokens, g);
+  }
+  // Tokens go to experts_per_token of num_experts experts; the weights of every expert that some
+  // token chose are read (the expected count, backends/moe_routing.h), and each computes its rows.
+  const double e = static_cast<double>(m.num_experts);
+  const double touched = expected_experts(m.num_experts, m.experts_per_token, tokens, options_.routing_skew);
+  const double routed = tokens * static_cast<double>(m.experts_per_token);
+  const double inter = static_cast<double>(m.expert_intermediate()) / tp;
+  const Gemm& q = quantized_;
+  double time = gemm_time(2 * tokens * h * e, h * e * plain_.weight_bytes + tokens * h * ab, tokens);  // router
+  time += gemm_time(2 * routed * h * 2 * inter,
+                    touched * h * 2 * inter * q.weight_bytes + routed * (h + 2 * inter) * ab, routed / touched, q,
+                    touched * h * 2 * inter);
+  time += gemm_time(2 * routed * inter * h, touched * inter * h * q.weight_bytes + routed * (inter + h) * ab,
+                    routed / touched, q, touched * inter * h);
+  if (m.shared_intermediate_size > 0) {
+    const double si = static_cast<double>(m.shared_intermediate_size) / tp;
+    const Gemm& g = options_.format.shared_experts ? quantized_ : plain_;
+    time += linear(h, 2 * si, tokens, g) + linear(si, h, tokens, g);
+  }
+  return time;
+}
+
 RooflineBreakdown RooflineModel::price_rest(RooflineBreakdown t, double tokens, double emitting) const {
   const ModelSpec& m = model_;
   const double tp = options_.tp;
-  const double wb = dtype_bytes(options_.weights);
+  const double wb = plain_.weight_bytes;
   const double ab = dtype_bytes(options_.activations);
   const double h = static_cast<double>(m.hidden_size);
-  const double hd = static_cast<double>(m.head_dim);
-  const double q_dim = static_cast<double>(m.num_heads) * hd / tp;
-  const double kv_heads = std::max(1.0, static_cast<double>(m.num_kv_heads) / tp);
-  const double kv_dim = kv_heads * hd;
-  const double inter = static_cast<double>(m.intermediate_size) / tp;
-  const double layers = static_cast<double>(m.num_layers);
-  // Dense projections of one layer, each priced on its own (weights read once per iteration).
-  auto linear = [&](double in, double out) {
-    return gemm_time(2 * tokens * in * out, (in * out) * wb + tokens * (in + out) * ab, tokens);
-  };
-  double layer = linear(h, q_dim + 2 * kv_dim) + linear(q_dim, h);
-  if (m.qkv_bias) {  // Qwen2: the bias vectors are read and added to every token's Q, K and V
-    layer += memory_time((q_dim + 2 * kv_dim) * wb + 2 * tokens * (q_dim + 2 * kv_dim) * ab);
+  double gemm = 0, activations = 0;
+  for (const LayerClass& c : classes_) {
+    gemm += c.count * (attention_projections(c.kind, tokens) + feed_forward(c.moe, tokens));
+    const double inter = (c.moe ? static_cast<double>(m.experts_per_token * m.expert_intermediate() +
+                                                      m.shared_intermediate_size)
+                                : static_cast<double>(m.intermediate_size)) / tp;
+    activations += c.count * tokens * (2 * 2 * h + 3 * inter + 2 * h) * ab;
   }
-  if (m.num_experts > 1) {
-    // Tokens go to experts_per_token of num_experts experts; the weights of every expert that
-    // some token chose are read (expected count for tokens spread uniformly).
-    const double e = static_cast<double>(m.num_experts);
-    const double k = static_cast<double>(m.experts_per_token);
-    const double touched = e * (1 - std::pow(1 - k / e, tokens));
-    const double routed = tokens * k;
-    layer += gemm_time(2 * tokens * h * e, h * e * wb + tokens * h * ab, tokens);  // router
-    layer += gemm_time(2 * routed * h * 2 * inter, touched * h * 2 * inter * wb + routed * (h + 2 * inter) * ab,
-                       routed / touched);
-    layer += gemm_time(2 * routed * inter * h, touched * inter * h * wb + routed * (inter + h) * ab,
-                       routed / touched);
-  } else {
-    layer += linear(h, 2 * inter) + linear(inter, h);
-  }
-  t.gemm = layer * layers;
+  t.gemm = gemm;
   // RMSNorms (two per layer), SiLU-and-multiply, residual adds: activation traffic.
-  t.other = memory_time(layers * tokens * (2 * 2 * h + 3 * inter + 2 * h) * ab) +
-            memory_time(tokens * h * (wb + ab));  // the embedding rows read
+  t.other = memory_time(activations) + memory_time(tokens * h * (wb + ab));  // the embedding rows read
   // The LM head for the sequences that sample a token (logits in fp32).
   if (emitting > 0) {
     const double vocab = static_cast<double>(m.vocab_size) / tp;
@@ -220,7 +307,7 @@ RooflineBreakdown RooflineModel::price_rest(RooflineBreakdown t, double tokens, 
     // Two ring all-reduces of the activations per layer.
     const double bytes = tokens * h * ab;
     const double one = hw_.interconnect_latency + 2 * (tp - 1) / tp * bytes / hw_.interconnect_bandwidth;
-    t.communication = 2 * layers * one;
+    t.communication = 2 * static_cast<double>(m.num_layers) * one;
   }
   t.overhead = hw_.overhead;
   return t;

@@ -1,17 +1,23 @@
-// The analytic roofline cost model. For each operator of one iteration (embedding, RMSNorms, QKV
-// with biases, attention per sequence over its new and cached tokens with grouped-query heads, the
-// output projection, gate/up/down or the active experts of a mixture, the LM head for the sequences
-// that emit a token) it counts FLOPs and the bytes that must cross device memory (weights once per
-// iteration, KV read per sequence, activations), and prices it at
+// The analytic roofline cost model. For each operator of one iteration (embedding, RMSNorms, the
+// attention projections of each layer's kind (grouped-query QKV and output; MLA's compressions;
+// linear attention's projections), attention per sequence over its new and cached tokens by kind
+// (backends/attention_cost.h), the dense feed-forward, or a mixture's router, shared experts and
+// the routed experts its tokens touch, the LM head for the sequences that emit a token) it counts
+// FLOPs and the bytes that must cross device memory (weights once per iteration, KV read per
+// sequence, activations), and prices it at
 //     max(FLOPs / (peak x efficiency), bytes / (bandwidth x memory efficiency))
-// (attention: of decodes at attention_efficiency, of prompt chunks at prefill_attention_efficiency);
-// the operators' times are summed, with two all-reduces per layer when tp > 1, plus the hardware's
-// fixed per-iteration overhead. Pricing costs time proportional to the batch's sequences, never to
-// its tokens.
+// (attention: of decodes at attention_efficiency, of prompt chunks at prefill_attention_efficiency;
+// GEMMs of quantized layers at their compute type's peak and efficiency, weight-only formats
+// dequantizing on the CUDA cores); the operators' times are summed, with two all-reduces per layer
+// when tp > 1, plus the hardware's fixed per-iteration overhead. Pricing costs time proportional to
+// the batch's sequences, never to its tokens.
 #pragma once
 
 #include <memory>
+#include <utility>
+#include <vector>
 
+#include "backends/attention_cost.h"
 #include "backends/backend.h"
 #include "backends/hardware.h"
 #include "backends/model.h"
@@ -22,7 +28,10 @@ namespace servesim {
 
 struct RooflineOptions {
   int32_t tp = 1;                   // tensor-parallel degree: compute and weights split tp ways
-  DType weights = DType::kBf16;     // weight precision (the model's torch_dtype by default)
+  DType weights = DType::kBf16;     // unquantized weights' precision (the model's torch_dtype)
+  WeightFormat format;              // the quantized layers' (method "": none, all at `weights`)
+  // How unevenly a mixture routes: 0 = uniformly; s > 0 = expert i's popularity ~ (i + 1)^-s.
+  double routing_skew = 0;
   DType kv = DType::kBf16;          // KV cache precision
   DType activations = DType::kBf16; // activation precision
 };
@@ -86,8 +95,19 @@ class RooflineModel {
   const RooflineOptions& options() const { return options_; }
 
  private:
+  // How one kind of linear layer computes: its peak and efficiency, bytes per weight, and whether
+  // its weights are dequantized to 16-bit on the fly.
+  struct Gemm {
+    double peak = 0, efficiency = 0, weight_bytes = 2;
+    bool dequantize = false;
+  };
   // max(compute, memory) with the GEMM efficiency for `rows` rows.
-  double gemm_time(double flops, double bytes, double rows) const;
+  double gemm_time(double flops, double bytes, double rows) const { return gemm_time(flops, bytes, rows, plain_, 0); }
+  double gemm_time(double flops, double bytes, double rows, const Gemm& g, double weights) const;
+  // One layer's projections and feed-forward for `tokens` tokens (per GPU).
+  double attention_projections(AttentionKind kind, double tokens) const;
+  double feed_forward(bool moe, double tokens) const;
+  double linear(double in, double out, double tokens, const Gemm& g) const;
   // max(compute, memory) at `efficiency` of both peaks.
   double attention_time(double flops, double bytes, double efficiency) const;
   double memory_time(double bytes) const;
@@ -101,6 +121,16 @@ class RooflineModel {
   HardwareSpec hw_;
   ModelSpec model_;
   RooflineOptions options_;
+  AttentionShapes shapes_;
+  Gemm plain_, quantized_;             // unquantized and quantized linear layers
+  // The layers by (attention kind, mixture or not), with their counts.
+  struct LayerClass {
+    AttentionKind kind;
+    bool moe;
+    double count;
+  };
+  std::vector<LayerClass> classes_;
+  std::vector<std::pair<AttentionKind, double>> kinds_;  // attention kinds and their layer counts
   bool decodes_memory_bound_ = false;  // see the constructor
   double decode_bytes_per_context_ = 0, decode_bytes_per_item_ = 0;
   // decode_attention() in fixed point (DecodeDurations): per context token, per item; -1 when

@@ -56,11 +56,16 @@ Result<std::unique_ptr<Backend>> make_roofline_backend(const BackendSetup& setup
   RooflineOptions ro;
   ro.tp = setup.tp;
   ro.weights = model.dtype;
+  ro.format = model.quantization;
   if (!setup.dtype.empty()) {
     Result<DType> d = parse_dtype(setup.dtype);
     if (!d.ok()) return Error{"dtype: " + d.error().message};
-    ro.weights = d.value();
+    // 16- or 32-bit: every weight in it; 8 bits and fewer: the linear layers quantized as vLLM's
+    // online quantization does, the embeddings and norms at the checkpoint's dtype.
+    ro.format = weight_format_of(d.value());
+    if (ro.format.method.empty()) ro.weights = d.value();
   }
+  if (dtype_bytes(ro.weights) < 2) ro.weights = DType::kBf16;
   if (ro.weights == DType::kBf16 && !hw.bf16) ro.weights = DType::kFp16;  // T4: no BF16
   ro.activations = ro.weights == DType::kFp32 ? DType::kFp32
                    : ro.weights == DType::kBf16 ? DType::kBf16 : DType::kFp16;
@@ -70,7 +75,9 @@ Result<std::unique_ptr<Backend>> make_roofline_backend(const BackendSetup& setup
     if (!d.ok()) return Error{"kv.dtype: " + d.error().message};
     ro.kv = d.value();
   }
-  Result<MemoryPlan> memory = plan_memory(hw, model, memory_options(setup, ro.weights, ro.kv));
+  MemoryOptions mo = memory_options(setup, ro.weights, ro.kv);
+  mo.format = ro.format;
+  Result<MemoryPlan> memory = plan_memory(hw, model, mo);
   if (!memory.ok()) return memory.error();
   return std::unique_ptr<Backend>(std::make_unique<RooflineBackend>(
       RooflineModel(std::move(hw), std::move(model), ro), memory.value()));

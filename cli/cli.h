@@ -50,6 +50,8 @@ Result<BootstrapOptions> bootstrap_options(const boost::program_options::variabl
 int sweep_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 // `sim search` (cli/search_command.cc).
 int search_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+// `sim memory` (cli/memory_command.cc): a model's KV cache layout as vLLM computes it.
+int memory_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 // `sim merge` (cli/sweep_command.cc).
 int merge_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 

@@ -41,6 +41,8 @@ void print_overview(std::ostream& out) {
          "  sim report [--db FILE] [--run ID | --sweep [ID]] [--format text|json|csv|vllm-json] [--bootstrap N]\n"
          "  sim compare RUN RUN ... [--db FILE]           runs' metrics side by side, with differences\n"
          "  sim list runs|policies|routers|backends|hardware|models\n"
+         "  sim memory --model M --hardware H [--tp N]   the KV cache as vLLM lays it out: groups,\n"
+         "                                                 blocks, maximum concurrency\n"
          "  sim validate [--db FILE] [--run ID] [--hardware FILE]   prediction error of a measured run\n"
          "  sim validate --measured PATH [--hardware H] [--model M]   the roofline against GPU timings\n"
          "  sim validate --vllm-result FILE [run options]   a vllm bench serve result against its replay\n"
@@ -96,7 +98,8 @@ bool hardware_line(const std::string& path, const std::string& stem, char (&line
   return true;
 }
 
-// One model preset's line: its architecture, size, KV per token and context.
+// One model preset's line: its architecture, size (all and active), weights as the checkpoint
+// stores them, KV per token and context.
 bool model_line(const std::string& path, const std::string& stem, char (&line)[256], std::ostream& err) {
   Result<ModelSpec> m = load_model(path);
   if (!m.ok()) {
@@ -104,9 +107,12 @@ bool model_line(const std::string& path, const std::string& stem, char (&line)[2
     return false;
   }
   const ModelSpec& md = m.value();
-  std::snprintf(line, sizeof line, "%-16s %-20s %8.2fB %7.2fGB %11.0f %8lld\n", stem.c_str(),
-                md.architecture.substr(0, 20).c_str(), md.num_params() / 1e9,
-                md.weight_bytes(md.dtype) / 1e9, md.kv_bytes_per_token(md.dtype),
+  const WeightFormat& q = md.quantization;
+  const std::string precision = q.method.empty() ? dtype_name(md.dtype) : q.method;
+  std::snprintf(line, sizeof line, "%-19s %-24s %8.1fB %7.1fB %8.1fGB %-10s %9.0f %8lld\n",
+                stem.c_str(), attention_summary(md).substr(0, 24).c_str(), md.num_params() / 1e9,
+                md.active_params() / 1e9, md.weight_bytes(q.method.empty() ? weight_format_of(md.dtype) : q) / 1e9,
+                precision.substr(0, 10).c_str(), md.kv_bytes_per_token(md.dtype),
                 static_cast<long long>(md.max_position_embeddings));
   return true;
 }
@@ -120,8 +126,8 @@ void list_presets_table(PresetKind kind, const std::string& what, std::ostream& 
     std::snprintf(line, sizeof line, "%-16s %-26s %8s %9s %9s %10s\n", "preset", "name", "GiB",
                   "GB/s", "TFLOP/s", "FLOP/byte");
   } else {
-    std::snprintf(line, sizeof line, "%-16s %-20s %9s %9s %11s %8s\n", "preset", "architecture",
-                  "params", "weights", "KV B/token", "context");
+    std::snprintf(line, sizeof line, "%-19s %-24s %9s %8s %10s %-10s %9s %8s\n", "preset", "layers",
+                  "params", "active", "weights", "precision", "KV B/tok", "context");
   }
   out << line;
   for (const std::string& n : names) {
@@ -134,8 +140,10 @@ void list_presets_table(PresetKind kind, const std::string& what, std::ostream& 
   if (kind == PresetKind::kHardware) {
     out << "(dense FP16/BF16 peak; FLOP/byte is the ridge point. `--hardware FILE` takes your own.)\n";
   } else {
-    out << "(weights and KV at the model's torch_dtype. `--model FILE` takes any config.json of "
-           "these families.)\n";
+    out << "(layers: attention kinds and counts (full, swa = sliding window, chunk = chunked local,\n"
+           " mla = latent, linear = constant state), moe = layers with experts. Weights as stored;\n"
+           " KV per token at the torch_dtype over the layers that keep it. `--model FILE` takes any\n"
+           " config.json of the architectures in docs/reference.md.)\n";
   }
 }
 
@@ -188,6 +196,7 @@ int sim_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
   if (first == "merge") return merge_command(rest, out, err);
   if (first == "search") return search_command(rest, out, err);
   if (first == "list") return list_command(rest, out, err);
+  if (first == "memory") return memory_command(rest, out, err);
   if (first == "compare") return compare_command(rest, out, err);
   if (first == "validate") return validate_command(rest, out, err);
   if (first == "probe") return probe_command(rest, out, err);

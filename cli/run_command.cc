@@ -56,6 +56,8 @@ po::options_description run_options() {
     ("max-num-batched-tokens", po::value<int64_t>()->value_name("N"),
      "tokens computed per iteration (default 8192)  [max_num_batched_tokens]")
     ("block-size", po::value<int64_t>()->value_name("N"), "tokens per KV block (default 16)  [kv.block_size]")
+    ("max-model-len", po::value<int64_t>()->value_name("N"),
+     "context per request, prompt and output (default: the model's max_position_embeddings; vLLM's name)  [max_model_len]")
     ("gpu-memory-utilization", po::value<double>()->value_name("F"),
      "fraction of GPU memory for the model and KV cache (default 0.9)  [gpu_memory_utilization]")
     ("tp", po::value<int64_t>()->value_name("N"), "tensor-parallel degree (default 1)  [tp]")
@@ -131,6 +133,7 @@ Status apply_flags(const po::variables_map& vm, toml::table& table) {
   const std::pair<const char*, const char*> ints[] = {
       {"seed", "seed"}, {"max-num-seqs", "max_num_seqs"},
       {"max-num-batched-tokens", "max_num_batched_tokens"}, {"block-size", "kv.block_size"},
+      {"max-model-len", "max_model_len"},
       {"tp", "tp"}, {"replicas", "replicas"}, {"prefill-replicas", "prefill_replicas"},
       {"decode-replicas", "decode_replicas"}, {"threads", "threads"}};
   if (vm.count("replicas") != 0 && table.get_as<toml::array>("replicas") != nullptr) {

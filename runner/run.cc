@@ -407,6 +407,12 @@ void RunStages::start_reading_beside() {
 }
 
 Status RunStages::check_deployment() {
+  // --max-model-len caps the context; vLLM refuses one longer than the model's positions.
+  for (const auto& b : backends) {
+    if (config.max_model_len > 0 && b->max_model_len() > 0 && config.max_model_len > b->max_model_len())
+      return Error{"max_model_len " + std::to_string(config.max_model_len) + " exceeds the model's " +
+                   std::to_string(b->max_model_len()) + " positions (max_position_embeddings); vLLM refuses it too"};
+  }
   if (disaggregated && workload != nullptr) {
     // Every prompt's KV must fit every decode replica (a streamed workload's requests that do not
     // are rejected as they come, as too large for the cache).
@@ -584,7 +590,7 @@ void RunStages::set_options() {
   options.block_size = config.block_size;
   options.kv_blocks = config.kv_blocks;
   options.default_max_tokens = config.max_tokens;
-  options.max_model_len = first->max_model_len();
+  options.max_model_len = config.max_model_len > 0 ? config.max_model_len : first->max_model_len();
   options.prefix_caching = prefix_caching;
   options.replica_limits = std::move(limits);
   options.roles = std::move(roles);

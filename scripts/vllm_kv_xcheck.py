@@ -116,6 +116,28 @@ def stub_backend(name, sizes):
     return Backend
 
 
+def model_config_capped(folder, max_model_len):
+    """vLLM's ModelConfig at `max_model_len`, or at the model's own limit when that is lower (as a
+    user would run it: vLLM refuses a longer one)."""
+    from vllm.config import ModelConfig
+    try:
+        return ModelConfig(model=folder, skip_tokenizer_init=True, max_model_len=max_model_len,
+                           seed=0)
+    except ValueError as e:
+        if "greater than the derived max_model_len" not in str(e):
+            raise
+        return ModelConfig(model=folder, skip_tokenizer_init=True, seed=0)
+
+
+def tp_refused(config_path, tp):
+    """True when `tp` does not divide the model's attention heads (vLLM refuses to start)."""
+    with open(config_path) as f:
+        config = json.load(f)
+    text = config.get("text_config") or config
+    heads = text.get("num_attention_heads") or config.get("num_attention_heads") or 1
+    return heads % tp != 0
+
+
 def make_vllm_config(config_path, args):
     """A VllmConfig for the model in `config_path` (the file is copied as config.json into a
     scratch folder; no tokenizer, no weights)."""
@@ -123,8 +145,7 @@ def make_vllm_config(config_path, args):
                              SchedulerConfig, VllmConfig)
     scratch = tempfile.mkdtemp(prefix="vllm-kvx-")
     shutil.copy(config_path, os.path.join(scratch, "config.json"))
-    model_config = ModelConfig(model=scratch, skip_tokenizer_init=True,
-                               max_model_len=args.max_model_len, seed=0)
+    model_config = model_config_capped(scratch, args.max_model_len)
     cache_config = CacheConfig(
         block_size=None if args.block_size == "auto" else int(args.block_size),
         cache_dtype=args.kv_cache_dtype, enable_prefix_caching=not args.no_prefix_caching)
@@ -330,11 +351,11 @@ def vllm_answer(config_path, args, available):
     return out
 
 
-def run_sim(sim, config_path, args, available, block_size):
+def run_sim(sim, config_path, args, available, block_size, max_model_len):
     """servesim's answer from `SIM memory ... --format json`."""
     cmd = [sim, "memory", "--model", config_path, "--tp", str(args.tp),
            "--kv-cache-memory-bytes", str(available), "--kv-cache-dtype", args.kv_cache_dtype,
-           "--block-size", str(block_size), "--max-model-len", str(args.max_model_len),
+           "--block-size", str(block_size), "--max-model-len", str(max_model_len),
            "--format", "json"]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
@@ -420,12 +441,16 @@ def main(argv=None):
     quiet_vllm()
     failures = caught = 0
     for path in config_paths(args.config):
+        if tp_refused(path, args.tp):
+            print(f"{os.path.basename(path)} tp={args.tp}: skipped (tp does not divide the heads)")
+            continue
         for available in args.mem:
             want = vllm_answer(path, args, available)
             if not args.sim:
                 print(json.dumps(want))
                 continue
-            got = run_sim(args.sim, path, args, available, want["block_size"])
+            got = run_sim(args.sim, path, args, available, want["block_size"],
+                          want["max_model_len"])
             if args.negative_control:
                 got = perturb(got)
             diffs = differences(want, got)

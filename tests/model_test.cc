@@ -119,7 +119,10 @@ TEST(Model, TiedEmbeddingIsCountedOnce) {
   untied.tie_word_embeddings = false;
   EXPECT_EQ(untied.num_params() - qwen.num_params(), 151936.0 * 896);  // 136 M
   EXPECT_NEAR(qwen.weight_bytes(DType::kBf16), 0.99e9, 0.01e9);
-  EXPECT_EQ(qwen.weight_bytes(DType::kInt4) * 4, qwen.weight_bytes(DType::kBf16));
+  // int4: the linear layers in 4 bits with a scale and zero point per 128; the tied embedding, the
+  // norms and the QKV biases (896 + 2 x 128 per layer) in bf16.
+  const double plain = 151936.0 * 896 + (24 * 2 + 1) * 896.0 + 24 * 1152.0;
+  EXPECT_NEAR(qwen.weight_bytes(DType::kInt4), plain * 2 + (qwen.num_params() - plain) * (0.5 + 2.5 / 128), 1e3);
 }
 
 TEST(Model, MinimalConfigTakesLlamaDefaults) {

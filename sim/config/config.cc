@@ -172,7 +172,8 @@ void read_top_level(OptionReader& top, const toml::table& table, RunConfig& c) {
   c.max_num_batched_tokens = static_cast<int32_t>(
       top.integer("max_num_batched_tokens", c.max_num_batched_tokens, 1, kMax32));
   c.max_tokens = static_cast<int32_t>(top.integer("max_tokens", c.max_tokens, 1, kMaxTokens));
-  c.dtype = top.choice("dtype", "", {"fp16", "bf16", "fp32", "fp8", "float16", "bfloat16", "float32"});
+  c.max_model_len = top.integer("max_model_len", c.max_model_len, 1, kMaxTokens);
+  c.dtype = top.choice("dtype", "", {"fp16", "bf16", "fp32", "fp8", "int8", "int4", "fp4", "float16", "bfloat16", "float32"});
   c.gpu_memory_utilization = top.number("gpu_memory_utilization", c.gpu_memory_utilization, 0.01, 1.0);
   c.tp = static_cast<int32_t>(top.integer("tp", c.tp, 1, 1024));
 }
@@ -511,6 +512,7 @@ void deployment_to_toml(const RunConfig& c, toml::table& t) {
   t.insert("max_num_seqs", c.max_num_seqs);
   t.insert("max_num_batched_tokens", c.max_num_batched_tokens);
   if (c.max_tokens > 0) t.insert("max_tokens", c.max_tokens);
+  if (c.max_model_len > 0) t.insert("max_model_len", c.max_model_len);
   if (!c.dtype.empty()) t.insert("dtype", c.dtype);
   t.insert("gpu_memory_utilization", c.gpu_memory_utilization);
   t.insert("tp", c.tp);

@@ -20,7 +20,8 @@
 //   max_num_seqs                 --max-num-seqs N         256   (vLLM's offline default)
 //   max_num_batched_tokens       --max-num-batched-tokens 8192  (vLLM's offline default)
 //   max_tokens                   --set max_tokens=N       the model's context - prompt, else 2048
-//   dtype                        --dtype T                the model's torch_dtype (fp16|bf16|fp32|fp8)
+//   max_model_len                --max-model-len N        the model's max_position_embeddings
+//   dtype                        --dtype T                the model's weights (fp16|bf16|fp32|fp8|int8|int4|fp4)
 //   kv.dtype                     --kv-cache-dtype T       dtype (fp16|bf16|fp8|int4)
 //   engine.weights               --set engine.weights=F   random weights of the run's seed
 //   kv.block_size                --block-size N           16
@@ -122,6 +123,7 @@ struct RunConfig {
   int32_t max_num_seqs = 256;          // sequences per iteration
   int32_t max_num_batched_tokens = 8192;  // tokens per iteration
   int32_t max_tokens = 0;              // output limit of requests that give none; 0: see above
+  int64_t max_model_len = 0;           // context per request (prompt + output); 0: the model's
   std::string dtype;                   // "": the model's torch_dtype
   std::string kv_dtype;                // "": dtype
   std::string engine_weights;          // engine.weights: safetensors for the cpu/cuda engine
