@@ -381,7 +381,8 @@ Result<std::optional<std::vector<AttentionKind>>> read_layer_types(Fields& f, in
 }
 
 // Each layer's attention kind when layer_types does not say: the family's pattern.
-std::vector<AttentionKind> default_layer_kinds(Fields& f, const ArchDefaults& arch, int64_t n) {
+std::vector<AttentionKind> default_layer_kinds(Fields& f, const ArchDefaults& arch, const ModelSpec& m) {
+  const int64_t n = m.num_layers;
   std::vector<AttentionKind> kinds(static_cast<size_t>(n), AttentionKind::kFull);
   for (int64_t i = 0; i < n; ++i) {
     auto& k = kinds[static_cast<size_t>(i)];
@@ -400,7 +401,16 @@ std::vector<AttentionKind> default_layer_kinds(Fields& f, const ArchDefaults& ar
         k = (i + 1) % interval == 0 ? AttentionKind::kFull : AttentionKind::kLinear;
         break;
       }
-      default: break;  // vLLM's Llama, Mistral and Qwen models slide only where layer_types says
+      case Family::kMistral:  // a sliding_window without layer_types: every layer slides (vLLM)
+        if (m.sliding_window > 0) k = AttentionKind::kSlidingWindow;
+        break;
+      case Family::kQwen2:
+      case Family::kQwen3:  // use_sliding_window: the layers from max_window_layers on slide
+        if (m.sliding_window > 0 && f.boolean("use_sliding_window", false) &&
+            i >= f.integer("max_window_layers", n, 0, kMaxModelLayers))
+          k = AttentionKind::kSlidingWindow;
+        break;
+      default: break;  // Llama, Mixtral: only where layer_types says
     }
   }
   return kinds;
@@ -427,7 +437,7 @@ void read_llama4_chunks(Fields& f, ModelSpec& m) {
 Status read_layout(Fields& f, const ArchDefaults& arch, ModelSpec& m) {
   Result<std::optional<std::vector<AttentionKind>>> listed = read_layer_types(f, m.num_layers);
   if (!listed.ok()) return listed.error();
-  m.layer_attention = listed.value() ? *listed.value() : default_layer_kinds(f, arch, m.num_layers);
+  m.layer_attention = listed.value() ? *listed.value() : default_layer_kinds(f, arch, m);
   if (arch.family == Family::kDeepseekV3)
     for (auto& k : m.layer_attention)
       if (k == AttentionKind::kFull) k = AttentionKind::kMla;

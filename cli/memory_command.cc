@@ -61,7 +61,8 @@ Result<MemoryArgs> read_args(const po::variables_map& vm) {
   a.layout.tp = vm["tp"].as<int32_t>();
   if (Status s = check_tensor_parallel(a.model, a.layout.tp); !s.ok()) return s.error();
   const std::string kv = vm["kv-cache-dtype"].as<std::string>();
-  a.layout.kv = a.model.dtype;
+  // auto: the model's dtype, as vLLM serves it (a float32 checkpoint in bfloat16).
+  a.layout.kv = a.model.dtype == DType::kFp32 ? DType::kBf16 : a.model.dtype;
   if (kv != "auto") {
     Result<DType> d = parse_dtype(kv);
     if (!d.ok() || dtype_bytes(d.value()) < 1) return Error{"--kv-cache-dtype: expected auto, bf16, fp16 or fp8, got " + kv};
