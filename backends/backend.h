@@ -13,6 +13,7 @@
 
 #include "sim/batch.h"
 #include "sim/decode_durations.h"
+#include "sim/kv_groups.h"
 #include "sim/time.h"
 
 namespace servesim {
@@ -31,6 +32,7 @@ struct BackendSetup {
   int32_t max_num_seqs = 256;
   int32_t max_num_batched_tokens = 8192;
   int64_t kv_blocks = -1;              // the run's kv.blocks, -1 if not given
+  bool prefix_caching = false;         // the policy keeps a prefix cache (vLLM's KV layout differs)
   std::string weights;                 // engine: a safetensors file; "" = random weights
   uint64_t seed = 0;                   // engine: the seed of random weights
   // The hardware file's calibration sample to price with (its [calibration] table); -1: the file's
@@ -85,6 +87,9 @@ class Backend {
   // The hardware and model files it uses, for the run's record ("" when none).
   virtual std::string hardware_path() const { return ""; }
   virtual std::string model_path() const { return ""; }
+  // The KV layout's groups besides the first full-attention one (vLLM's hybrid KV cache manager:
+  // sliding-window, chunked, Mamba groups), for the block manager; none for a plain layout.
+  virtual KvGroups kv_groups() const { return {}; }
   // Bytes one KV block takes across the replica's GPUs (all tp of them), or 0 when unknown.
   virtual double kv_bytes_per_block() const { return 0; }
   // The hardware file's on-demand price of one GPU per hour (USD), or 0 when unknown.

@@ -97,6 +97,29 @@ KvLayout kv_layout(const ModelSpec& m, const KvLayoutOptions& o) {
   return out;
 }
 
+KvGroups scheduler_groups(const KvLayout& layout, bool prefix_caching) {
+  KvGroups g;
+  int32_t full = 0;
+  for (const KvGroup& group : layout.groups) {
+    switch (group.kind) {
+      case AttentionKind::kFull:
+      case AttentionKind::kMla: ++full; break;
+      case AttentionKind::kSlidingWindow:
+      case AttentionKind::kChunkedLocal:
+        ++g.windowed;
+        g.chunked = group.kind == AttentionKind::kChunkedLocal;
+        g.window = group.window;
+        break;
+      case AttentionKind::kLinear:
+        if (!prefix_caching) ++g.state;
+        break;
+    }
+  }
+  if (full == 0) return {};
+  g.extra_full = full - 1;
+  return g;
+}
+
 int64_t KvLayout::num_blocks(double memory) const {
   if (bytes_per_block <= 0 || memory <= 0) return 0;
   return static_cast<int64_t>(std::floor(memory / bytes_per_block));

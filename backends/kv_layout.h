@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "backends/model.h"
+#include "sim/kv_groups.h"
 #include "sim/result.h"
 
 namespace servesim {
@@ -66,5 +67,10 @@ struct KvLayout {
 
 // The layout of `model`'s KV cache on one GPU.
 KvLayout kv_layout(const ModelSpec& model, const KvLayoutOptions& o);
+
+// The block manager's view of a layout: its groups besides the first full-attention (or MLA)
+// group. None when the layout has no such group (every layer sliding: Mistral; the block manager
+// then holds full attention's blocks) or is one group. Mamba groups only without prefix caching.
+KvGroups scheduler_groups(const KvLayout& layout, bool prefix_caching);
 
 }  // namespace servesim

@@ -15,6 +15,7 @@ KvLayoutOptions layout_options(const MemoryOptions& o, int32_t tp) {
   l.kv = o.kv;
   l.block_size = o.block_size;
   l.hybrid_manager = !o.single_group;
+  l.prefix_caching = o.prefix_caching;
   return l;
 }
 

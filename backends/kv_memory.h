@@ -20,10 +20,11 @@ struct MemoryOptions {
   int32_t tp = 1;
   DType weights = DType::kBf16;     // the unquantized weights'
   WeightFormat format;              // the quantized layers' (method "": none, all at `weights`)
-  // The scheduler's block manager keeps one block table per request: sliding-window and chunked
-  // layers are laid out as vLLM's --disable-hybrid-kv-cache-manager lays them out (full
-  // attention's KV). false: vLLM's default layout (sim memory).
-  bool single_group = true;
+  // Sliding-window and chunked layers laid out as vLLM's --disable-hybrid-kv-cache-manager lays
+  // them out (full attention's KV): what a run with prefix caching schedules, as the block
+  // manager does not model the hybrid manager's prefix caching. false: vLLM's default layout.
+  bool single_group = false;
+  bool prefix_caching = false;      // Mamba state blocks in vLLM's "align" mode
   DType kv = DType::kBf16;
   double gpu_memory_utilization = 0.9;
   int32_t block_size = 16;

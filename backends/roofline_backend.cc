@@ -47,6 +47,8 @@ bool RooflineBackend::decode_run(const Batch& batch, DecodeDurations& out) {
 
 int64_t RooflineBackend::kv_blocks(int32_t /*block_size*/) const { return memory_.num_blocks; }
 
+KvGroups RooflineBackend::kv_groups() const { return scheduler_groups(memory_.layout, prefix_caching_); }
+
 Result<std::unique_ptr<Backend>> make_roofline_backend(const BackendSetup& setup) {
   Result<Specs> specs = load_specs(setup, kDefaultHardware, kDefaultModel);
   if (!specs.ok()) return specs.error();
@@ -77,10 +79,13 @@ Result<std::unique_ptr<Backend>> make_roofline_backend(const BackendSetup& setup
   }
   MemoryOptions mo = memory_options(setup, ro.weights, ro.kv);
   mo.format = ro.format;
+  mo.single_group = setup.prefix_caching;
+  mo.prefix_caching = setup.prefix_caching;
   Result<MemoryPlan> memory = plan_memory(hw, model, mo);
   if (!memory.ok()) return memory.error();
-  return std::unique_ptr<Backend>(std::make_unique<RooflineBackend>(
-      RooflineModel(std::move(hw), std::move(model), ro), memory.value()));
+  auto backend = std::make_unique<RooflineBackend>(RooflineModel(std::move(hw), std::move(model), ro), memory.value());
+  backend->set_prefix_caching(setup.prefix_caching);
+  return std::unique_ptr<Backend>(std::move(backend));
 }
 
 }  // namespace servesim

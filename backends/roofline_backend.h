@@ -25,6 +25,9 @@ class RooflineBackend final : public Backend {
   bool prices_decode_groups() const override { return model_.prices_decode_groups(); }
   bool decode_run(const Batch& batch, DecodeDurations& out) override;
   int64_t kv_blocks(int32_t block_size) const override;
+  KvGroups kv_groups() const override;
+  // A policy with a prefix cache: Mamba groups are not held by the block manager (see kv_layout.h).
+  void set_prefix_caching(bool on) { prefix_caching_ = on; }
   std::string_view name() const override { return "roofline"; }
   int64_t max_model_len() const override { return model_.model().max_position_embeddings; }
   std::string hardware_path() const override { return model_.hardware().path; }
@@ -42,6 +45,7 @@ class RooflineBackend final : public Backend {
  private:
   RooflineModel model_;
   MemoryPlan memory_;
+  bool prefix_caching_ = false;
   // decode_run's rest prices of batches whose decodes all emit, by their count (0: not yet priced).
   std::vector<Time> decode_rest_;
   // run()'s prices of everything but the attention (RooflineModel::price_rest) of the (tokens,

@@ -251,6 +251,7 @@ Status RunStages::resolve_deployment() {
   groups = mixed ? &config.replica_groups : &one_group;
   disaggregated = config.disaggregated();
   prefix_caching = policy->prefix_caching;
+  setup.prefix_caching = prefix_caching;
   return Ok{};
 }
 
@@ -407,6 +408,9 @@ void RunStages::start_reading_beside() {
 }
 
 Status RunStages::check_deployment() {
+  if (config.kv_groups && config.kv_groups->any() && prefix_caching)
+    return Error{"kv.full_groups / kv.windowed_groups / kv.state_groups: a hybrid KV layout with prefix caching is not "
+                 "modelled (vLLM's hybrid manager caches each group apart); run a policy without a prefix cache"};
   // --max-model-len caps the context; vLLM refuses one longer than the model's positions.
   for (const auto& b : backends) {
     if (config.max_model_len > 0 && b->max_model_len() > 0 && config.max_model_len > b->max_model_len())
@@ -592,6 +596,10 @@ void RunStages::set_options() {
   options.default_max_tokens = config.max_tokens;
   options.max_model_len = config.max_model_len > 0 ? config.max_model_len : first->max_model_len();
   options.prefix_caching = prefix_caching;
+  if (config.kv_groups) {
+    options.kv_groups = *config.kv_groups;
+    options.kv_groups_set = true;
+  }
   options.replica_limits = std::move(limits);
   options.roles = std::move(roles);
   options.links = std::move(links);
@@ -638,6 +646,8 @@ void RunStages::set_metrics_options() {
   mo.kv_blocks = config.kv_blocks >= 0 ? config.kv_blocks : first->kv_blocks(config.block_size);
   mo.block_size = config.block_size;
   mo.kv_bytes_per_token = first->kv_bytes_per_block() / config.block_size;
+  const KvGroups kv_groups = config.kv_groups ? *config.kv_groups : first->kv_groups();
+  mo.kv_blocks_per_token_block = 1.0 + kv_groups.extra_full + kv_groups.windowed;
   mo.prefix_caching = prefix_caching;
   for (size_t g = 0; mixed && g < groups->size(); ++g) {
     const Backend& b = *backends[group_first[g]];

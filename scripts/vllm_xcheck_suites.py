@@ -10,6 +10,13 @@ it has -- plain chunked prefill, with long_prefill_token_threshold, with prefix 
   adaptive             long_prefill_token_threshold_adaptive = true
   tight-prefix         prefix caching with a KV cache barely larger than the largest request, so
                        that preemption under prefix caching is the rule
+  hybrid-swa           vLLM's hybrid KV cache manager with full-attention and sliding-window
+                       groups (1-2 of each, windows of 4 to 64 tokens) from one block pool: blocks
+                       that leave the window are freed as the requests run (sim: kv.*_groups)
+  hybrid-chunked       the same with chunked-local groups (Llama-4's layout with the hybrid manager)
+  mla                  one MLA group (DeepSeek's latent cache: MLAAttentionSpec)
+With --negative-control, the hybrid suites run the sim with the windowed groups laid out as full
+attention (no window freeing): they must then fail.
 The sim runs with `policy.vllm_version` set to the installed vLLM's release; suites whose switch
 that release lacks are skipped (0.11.0: priority, adaptive).
 
@@ -37,6 +44,7 @@ DEFAULT_XCHECK = os.path.join(HERE, "..", "..", "shared", "tools", "vllm_xcheck.
 CURRENT = {"case": None}
 RELEASE = {"version": None}
 SIM_SET = []  # --sim-set: extra `--set` overrides for every sim run (negative controls)
+NEGATIVE = {"on": False}  # --negative-control: hybrid suites without the window's freeing
 
 
 def load_xcheck(path):
@@ -70,6 +78,16 @@ def patch(xc):
             kw["priority"] = prio[kw["request_id"]]
         return request(*a, **kw)
 
+    kv_config = V["KVCacheConfig"]
+
+    def make_kv_config(*a, **kw):
+        """The case's KV groups (hybrid suites) in place of the tool's one full-attention group."""
+        case = CURRENT["case"] or {}
+        if case.get("kv_groups"):
+            kw["kv_cache_groups"] = kv_groups_of(V, case)
+        return kv_config(*a, **kw)
+
+    V["KVCacheConfig"] = with_signature(make_kv_config, kv_config)
     V["SchedulerConfig"] = with_signature(scheduler_config, sched_config)
     V["Request"] = with_signature(make_request, request)
 
@@ -101,6 +119,13 @@ def patch(xc):
             cmd += ["--set", "policy.long_prefill_token_threshold_adaptive=true"]
         for kv in SIM_SET:
             cmd += ["--set", kv]
+        g = case.get("kv_groups")
+        if g and g["kind"] != "mla":
+            windowed = 0 if NEGATIVE["on"] else g["windowed"]
+            cmd += ["--set", f"kv.full_groups={g['full'] + g['windowed'] - windowed}",
+                    "--set", f"kv.windowed_groups={windowed}"]
+            if windowed:
+                cmd += ["--set", f"kv.window={g['window']}", "--set", f"kv.window_kind={g['kind']}"]
         return cmd
 
     def case_toml(case):
@@ -132,6 +157,38 @@ def patch(xc):
     xc.make_scheduler = make_scheduler_
     xc.case_toml, xc.describe_case = case_toml, describe_case
     return V
+
+
+def kv_groups_of(V, case):
+    """vLLM KVCacheGroupSpecs for a hybrid case: full-attention groups, then windowed ones (or one
+    MLA group). Specs as the model layers build them (one KV head of size 1 is enough here)."""
+    from vllm.v1.kv_cache_interface import (ChunkedLocalAttentionSpec, MLAAttentionSpec,
+                                            SlidingWindowSpec)
+    g, bs, dt = case["kv_groups"], case["block_size"], V["torch"].float32
+    if g["kind"] == "mla":
+        return [V["KVCacheGroupSpec"](["mla"], MLAAttentionSpec(
+            block_size=bs, num_kv_heads=1, head_size=576, dtype=dt))]
+    groups = [V["KVCacheGroupSpec"]([f"full{i}"], V["FullAttentionSpec"](
+        block_size=bs, num_kv_heads=1, head_size=1, dtype=dt)) for i in range(g["full"])]
+    for i in range(g["windowed"]):
+        if g["kind"] == "chunked":
+            spec = ChunkedLocalAttentionSpec(block_size=bs, num_kv_heads=1, head_size=1, dtype=dt,
+                                             attention_chunk_size=g["window"])
+        else:
+            spec = SlidingWindowSpec(block_size=bs, num_kv_heads=1, head_size=1, dtype=dt,
+                                     sliding_window=g["window"])
+        groups.append(V["KVCacheGroupSpec"]([f"win{i}"], spec))
+    return groups
+
+
+def hybridize(rng, case, kind):
+    """A case of the hybrid suites: its groups, and a pool that holds them (the drawn cache times
+    the groups, so that tight and loose caches stay as likely as in the plain suite)."""
+    full, windowed = (1, 0) if kind == "mla" else (rng.randint(1, 2), rng.randint(1, 2))
+    window = rng.choice([4, 8, 16, 24, 32, 48, 64]) if kind != "chunked" else rng.choice([16, 32, 64, 128])
+    case["kv_groups"] = {"kind": kind, "full": full, "windowed": windowed, "window": window}
+    case["num_blocks"] = (case["num_blocks"] - 1) * (full + windowed) + 1
+    case["name"] = f"{kind}-" + case["name"]
 
 
 def tighten(rng, case):
@@ -184,6 +241,11 @@ def suites(xc, seed, n):
         "priority-prefix": (lambda: gen(seed * 1000 + 17, True, True, priority), True, False),
         "adaptive": (lambda: gen(seed * 1000 + 19, True, True, adaptive), False, True),
         "tight-prefix": (lambda: gen(seed * 1000 + 23, True, False, tight), False, False),
+        "hybrid-swa": (lambda: gen(seed * 1000 + 29, False, True, lambda r, c: hybridize(r, c, "sliding")),
+                       False, False),
+        "hybrid-chunked": (lambda: gen(seed * 1000 + 31, False, True, lambda r, c: hybridize(r, c, "chunked")),
+                           False, False),
+        "mla": (lambda: gen(seed * 1000 + 37, False, True, lambda r, c: hybridize(r, c, "mla")), False, False),
     }
 
 
@@ -199,8 +261,12 @@ def main():
     ap.add_argument("--sim-set", action="append", default=[], metavar="KEY=VALUE",
                     help="diagnostic: an extra --set for every sim run, e.g. "
                          "policy.scheduling_policy=fcfs to see the suites fail without it")
+    ap.add_argument("--negative-control", action="store_true",
+                    help="the hybrid suites with the sim's windowed groups laid out as full attention: "
+                         "they must fail (exit 0 only then)")
     args = ap.parse_args()
     SIM_SET.extend(args.sim_set)
+    NEGATIVE["on"] = args.negative_control
 
     xc = load_xcheck(args.xcheck)
     V = patch(xc)
@@ -241,6 +307,8 @@ def main():
     log(f"{total[0]}/{total[1]} cases match over all suites ({time.time() - t0:.0f} s; details in "
         f"{args.out})")
     details.close()
+    if args.negative_control:
+        return 0 if not all_ok else 1
     return 0 if all_ok else 1
 
 

@@ -10,20 +10,24 @@
 namespace servesim {
 
 BlockManager::BlockManager(int32_t block_size, int64_t num_blocks, bool prefix_caching,
-                           FreeOrder free_order)
+                           FreeOrder free_order, KvGroups groups)
     : block_size_(block_size),
       block_shift_(std::has_single_bit(static_cast<uint32_t>(block_size)) ? std::countr_zero(static_cast<uint32_t>(block_size)) : -1),
       total_(num_blocks),
       prefix_caching_(prefix_caching),
       free_order_(free_order),
       plain_(!prefix_caching && (num_blocks == kUnlimited || free_order == FreeOrder::kHashlessFirst)),
+      groups_(groups),
+      hybrid_(groups.any()),
       tree_(block_size) {
   assert(block_size >= 1);
+  assert(!hybrid_ || !prefix_caching);
   assert(num_blocks >= 0 || num_blocks == kUnlimited);
 }
 
 bool BlockManager::can_allocate(const Sequence& seq, int64_t num_tokens,
                                 int32_t num_cached_tokens) const {
+  if (hybrid_) return hybrid_need(seq, num_tokens, seq.block_table.empty()) <= num_free();
   const int64_t held = static_cast<int64_t>(seq.block_table.size()) + (num_cached_tokens > 0 ? num_cached_tokens / block_size_ : 0);
   const int64_t need = blocks_for(num_tokens) - held;
   const int64_t evictable = num_cached_tokens > 0 ? evictable_hits(seq, num_cached_tokens) : 0;
@@ -33,6 +37,7 @@ bool BlockManager::can_allocate(const Sequence& seq, int64_t num_tokens,
 bool BlockManager::allocate_blocks(Sequence& seq, int64_t num_tokens, int32_t num_cached_tokens) {
   assert(num_cached_tokens % block_size_ == 0);
   assert(num_cached_tokens == 0 || seq.block_table.empty());
+  if (hybrid_) return allocate_hybrid(seq, num_tokens);
   if (!can_allocate(seq, num_tokens, num_cached_tokens)) return false;
   if (seq.block_table.capacity() == 0 && !kept_tables_.empty()) {
     seq.block_table = std::move(kept_tables_.back());
@@ -123,6 +128,7 @@ void BlockManager::take_queued(Sequence& seq, int64_t count) {
 }
 
 void BlockManager::free(Sequence& seq) {
+  if (hybrid_) free_hybrid(seq);
   if (plain_) {  // every block goes back to spare_, in the table's order: copied, not reversed
     spare_.insert(spare_.end(), seq.block_table.begin(), seq.block_table.end());
     used_ -= static_cast<int64_t>(seq.block_table.size());
@@ -155,6 +161,8 @@ void BlockManager::hand_over(Sequence& from, Sequence& to) {
   to.block_runs.clear();
   to.block_runs.swap(from.block_runs);
   to.num_registered_blocks = std::exchange(from.num_registered_blocks, 0);
+  to.window_blocks = std::exchange(from.window_blocks, 0);
+  to.window_nulls = std::exchange(from.window_nulls, 0);
   if (prefix_caching_) tree_.pass_holds(to.block_runs, from, to);
 }
 

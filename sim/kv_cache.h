@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "sim/free_block_queue.h"
+#include "sim/kv_groups.h"
 #include "sim/prefix_tree.h"
 #include "sim/request.h"
 
@@ -47,22 +48,26 @@ class BlockManager {
  public:
   static constexpr int64_t kUnlimited = -1;
 
-  // REQUIRES: block_size >= 1; num_blocks >= 0 or kUnlimited.
+  // REQUIRES: block_size >= 1; num_blocks >= 0 or kUnlimited; groups.any() only without prefix
+  // caching.
   BlockManager(int32_t block_size, int64_t num_blocks, bool prefix_caching = false,
-               FreeOrder free_order = FreeOrder::kHashlessFirst);
+               FreeOrder free_order = FreeOrder::kHashlessFirst, KvGroups groups = {});
 
   int32_t block_size() const { return block_size_; }
   bool unlimited() const { return total_ == kUnlimited; }
   bool prefix_caching() const { return prefix_caching_; }
+  // A hybrid layout (KvGroups::any): grouped decodes and leaps are off.
+  bool hybrid() const { return hybrid_; }
+  const KvGroups& groups() const { return groups_; }
   // Total blocks, or kUnlimited.
   int64_t num_total() const { return total_; }
-  // Blocks held by at least one sequence.
-  int64_t num_used() const { return used_; }
+  // Blocks held by at least one sequence (in every group).
+  int64_t num_used() const { return used_ + hybrid_used_; }
   // Blocks that an allocation may take (cached blocks nobody holds included); very large when
   // unlimited.
   int64_t num_free() const {
-    if (unlimited()) return std::numeric_limits<int32_t>::max() - used_;
-    return (total_ - next_fresh_) + queued_ + static_cast<int64_t>(spare_.size());
+    if (unlimited()) return std::numeric_limits<int32_t>::max() - used_ - hybrid_used_;
+    return (total_ - next_fresh_) + queued_ + static_cast<int64_t>(spare_.size()) - hybrid_used_;
   }
   // Distinct cached contents (hashes) that a new sequence could hit, held or not.
   int64_t num_cached() const { return tree_.size(); }
@@ -72,7 +77,9 @@ class BlockManager {
     return block_shift_ >= 0 ? (tokens + block_size_ - 1) >> block_shift_ : (tokens + block_size_ - 1) / block_size_;
   }
   // True if a sequence of `tokens` tokens could fit in an empty cache.
-  bool fits_at_all(int64_t tokens) const { return unlimited() || blocks_for(tokens) <= total_; }
+  bool fits_at_all(int64_t tokens) const {
+    return unlimited() || (hybrid_ ? hybrid_need_new(tokens, true) : blocks_for(tokens)) <= total_;
+  }
 
   // Prefix caching: how many of seq's leading tokens are in cached blocks, in whole blocks, and at
   // most num_tokens - 1 (a full hit still recomputes its last block, so that the forward pass has a
@@ -90,7 +97,7 @@ class BlockManager {
   bool allocate(Sequence& seq, int64_t num_tokens, int32_t num_cached_tokens = 0) {
     // The common decode steps, inline: the last block still has room, or the token opens a block
     // and a freed block without a hash is at hand (taken as allocate_blocks would take it).
-    if (num_cached_tokens == 0 && !prefix_caching_) {
+    if (num_cached_tokens == 0 && !prefix_caching_ && !hybrid_) {
       const int64_t room = static_cast<int64_t>(seq.block_table.size()) * block_size_;
       if (num_tokens <= room) return true;
       if (num_tokens <= room + block_size_ && plain_ && !spare_.empty() && !seq.block_table.empty()) {
@@ -124,6 +131,15 @@ class BlockManager {
   static constexpr int32_t kRange = -2;
 
   bool allocate_blocks(Sequence& seq, int64_t num_tokens, int32_t num_cached_tokens);
+
+  // Hybrid layouts (kv_cache_hybrid.cc).
+  int64_t skipped_window_blocks(int64_t computed) const;
+  void release_skipped(Sequence& seq);  // vLLM's remove_skipped_blocks
+  // Blocks every group needs for seq to hold num_tokens (admission: windowed groups capped).
+  int64_t hybrid_need(const Sequence& seq, int64_t num_tokens, bool admission) const;
+  int64_t hybrid_need_new(int64_t num_tokens, bool admission) const;
+  bool allocate_hybrid(Sequence& seq, int64_t num_tokens);
+  void free_hybrid(Sequence& seq);
   void take_blocks(Sequence& seq, int64_t num_blocks);  // grows seq's table to num_blocks
   // Takes `count` blocks off the free queue's head onto seq's table, evicting what they cache.
   void take_queued(Sequence& seq, int64_t count);
@@ -152,6 +168,9 @@ class BlockManager {
   // Without prefix caching, when freed blocks go back to spare_ (hashless first, or unlimited):
   // blocks move between spare_ and the block tables in bulk.
   const bool plain_;
+  const KvGroups groups_;
+  const bool hybrid_;
+  int64_t hybrid_used_ = 0;  // blocks held by the groups besides the first
   int64_t used_ = 0;
   int32_t next_fresh_ = 0;  // ids below this have been handed out at least once
   // Freed blocks that wait for reuse, least recently freed first: cached ones (kHashlessFirst), or

@@ -207,9 +207,8 @@ void Replica::reserve_incoming() {
   while (!incoming_.empty() && running_.size() + receiving_ < max_seqs) {
     Request& r = *incoming_.front();
     const int32_t hits = kv_.cached_prefix_tokens(r);
-    if (!kv_.can_allocate(r, r.prompt_tokens, hits)) break;
-    [[maybe_unused]] const bool ok = kv_.allocate(r, r.prompt_tokens, hits);
-    assert(ok);
+    // (A hybrid layout's admission check caps windowed groups where the allocation does not.)
+    if (!kv_.can_allocate(r, r.prompt_tokens, hits) || !kv_.allocate(r, r.prompt_tokens, hits)) break;
     incoming_.pop_front();
     ++receiving_;
     reserved_->push_back({r.slot, hits});

@@ -12,7 +12,7 @@
 namespace servesim {
 
 void Replica::enable_grouping(bool on) {
-  grouping_ = on && backend_->prices_decode_groups();
+  grouping_ = on && backend_->prices_decode_groups() && !kv_.hybrid();
 }
 
 bool Replica::decodes_in_step(const Sequence* seq) const {

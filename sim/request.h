@@ -123,6 +123,11 @@ struct Sequence {
   RequestStatus status = RequestStatus::kPending;
   std::vector<int32_t> block_table;  // KV blocks held, in token order (owned by the BlockManager)
   std::vector<BlockRun> block_runs;  // with prefix caching, the registered ones' (BlockManager's)
+  // Hybrid KV layouts (BlockManager's KvGroups): the length of the request's block table in each
+  // windowed group (sliding or chunked), and how many of its leading entries are null (blocks
+  // freed as they left the window).
+  int32_t window_blocks = 0;
+  int32_t window_nulls = 0;
   // A member of its replica's decode group (sim/replica.h) has its ticket there (0: none); its
   // num_computed, num_output and last_token are those of when the group had run `group_synced`
   // iterations, and lag the group's by the iterations it ran since.

@@ -30,10 +30,13 @@ Simulator::Simulator(const SimOptions& options, std::vector<std::unique_ptr<Poli
     std::unique_ptr<Policy>& policy = policies[static_cast<size_t>(i)];
     const FreeOrder free_order = policy->kv_free_order();
     if (policy->holds_finished_requests()) reuse_slots_ = false;
+    const SchedulerLimits& limits = options.replica_limits.empty() ? options.limits : options.replica_limits[static_cast<size_t>(i)];
+    KvGroups groups = options.kv_groups_set ? options.kv_groups : backend->kv_groups();
+    groups.set_admission_cap(options.block_size, limits.max_num_batched_tokens, options.max_model_len);
     replicas_.push_back(std::make_unique<Replica>(
         options.first_replica + i, options.replica_limits.empty() ? options.limits : options.replica_limits[static_cast<size_t>(i)],
         options.max_model_len,
-        BlockManager(options.block_size, blocks, options.prefix_caching, free_order),
+        BlockManager(options.block_size, blocks, options.prefix_caching, free_order, groups),
         std::move(policy), std::move(backend), recorders_,
         &more_arrivals_, &settled_));
   }

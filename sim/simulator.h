@@ -48,6 +48,10 @@ struct SimOptions {
   int32_t block_size = 16;           // tokens per KV block
   int64_t kv_blocks = -1;            // KV blocks per replica; -1 = what the backend says
   bool prefix_caching = false;       // automatic prefix caching in the block managers
+  // The KV layout's groups besides the first full-attention one (sim/kv_cache.h): kv_groups when
+  // kv_groups_set (the run's kv.* keys), else each backend's.
+  KvGroups kv_groups;
+  bool kv_groups_set = false;
   int32_t default_max_tokens = 0;    // for requests that give no max_tokens; 0: the model's
                                      // context length minus the prompt, else 2048
   int64_t max_model_len = 0;         // the model's context length; 0: no model

@@ -89,7 +89,7 @@ void add_deployment_metrics(std::vector<Metric>& out, const MetricsOptions& opti
     if (mixed) {
       out.push_back({"kv_blocks_total", kv_total});
     } else {
-      out.push_back({"kv_tokens_per_replica", blocks * options.block_size});
+      out.push_back({"kv_tokens_per_replica", blocks * options.block_size / options.kv_blocks_per_token_block});
       if (options.kv_bytes_per_token > 0) {
         out.push_back({"kv_gib_per_replica", blocks * options.block_size * options.kv_bytes_per_token / (1 << 30)});
       }

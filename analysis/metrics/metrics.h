@@ -70,6 +70,9 @@ struct MetricsOptions {
   bool price_by_node = false;     // cost_per_hour by whole nodes rather than GPUs
   int64_t kv_blocks = -1;         // per replica; -1: unlimited
   int32_t block_size = 16;
+  // Blocks a token takes while every KV group grows with it (a hybrid layout's groups, e.g. full
+  // and sliding window: 2): kv_tokens_per_replica is the blocks over it. 1 for a plain layout.
+  double kv_blocks_per_token_block = 1;
   double kv_bytes_per_token = 0;  // per replica (all its GPUs); 0: unknown
   int64_t expected_requests = 0;  // the workload's size when known, to size the samples once
   // Percentiles to compute beyond kStandardPercentiles (vLLM's --metric-percentiles), in (0, 100].

@@ -356,6 +356,26 @@ void read_load_and_logging(OptionReader& top, const toml::table& table, RunConfi
 }
 
 // The sections of their own: [goodput], [policy], [router], [kv], [engine].
+// kv.full_groups, kv.windowed_groups, kv.window, kv.window_kind, kv.state_groups: a hybrid layout's
+// groups (sim/kv_groups.h), as the cross-check drives vLLM's scheduler with them.
+Status read_kv_groups(const toml::table& table, OptionReader& k, RunConfig& c) {
+  const bool given = table.contains("full_groups") || table.contains("windowed_groups") ||
+                     table.contains("window") || table.contains("window_kind") || table.contains("state_groups");
+  if (!given) return Ok{};
+  KvGroups g;
+  g.extra_full = static_cast<int32_t>(k.integer("full_groups", 1, 1, 1024)) - 1;
+  g.windowed = static_cast<int32_t>(k.integer("windowed_groups", 0, 0, 1024));
+  g.window = k.integer("window", 0, 1, kMax32);
+  g.chunked = k.choice("window_kind", "sliding", {"sliding", "chunked"}) == "chunked";
+  g.state = static_cast<int32_t>(k.integer("state_groups", 0, 0, 1024));
+  if (!k.ok()) return k.error();
+  if (g.windowed > 0 && g.window == 0) k.refuse("windowed_groups", "needs kv.window (tokens)");
+  if (g.windowed == 0 && table.contains("window")) k.refuse("window", "needs kv.windowed_groups >= 1");
+  if (!k.ok()) return k.error();
+  c.kv_groups = g;
+  return Ok{};
+}
+
 Status read_sections(OptionReader& top, RunConfig& c) {
   if (const toml::table* goodput = top.table("goodput")) {
     OptionReader g(*goodput, "goodput");
@@ -381,6 +401,7 @@ Status read_sections(OptionReader& top, RunConfig& c) {
     c.block_size = static_cast<int32_t>(k.integer("block_size", c.block_size, 1, 1 << 16));
     c.kv_blocks = k.integer("blocks", c.kv_blocks, 1, kMax32);
     c.kv_dtype = k.choice("dtype", "", {"fp16", "bf16", "fp8", "int4", "float16", "bfloat16"});
+    if (Status s = read_kv_groups(*kv, k, c); !s.ok()) return s;
     k.reject_unknown();
     if (!k.ok()) return k.error();
   }
@@ -575,6 +596,15 @@ void sections_to_toml(const RunConfig& c, const toml::table& policy_options, tom
   toml::table kv{{"block_size", c.block_size}};
   if (c.kv_blocks >= 0) kv.insert("blocks", c.kv_blocks);
   if (!c.kv_dtype.empty()) kv.insert("dtype", c.kv_dtype);
+  if (c.kv_groups) {
+    kv.insert("full_groups", c.kv_groups->extra_full + 1);
+    kv.insert("windowed_groups", c.kv_groups->windowed);
+    if (c.kv_groups->windowed > 0) {
+      kv.insert("window", c.kv_groups->window);
+      kv.insert("window_kind", c.kv_groups->chunked ? "chunked" : "sliding");
+    }
+    kv.insert("state_groups", c.kv_groups->state);
+  }
   t.insert("kv", std::move(kv));
   if (!c.engine_weights.empty()) t.insert("engine", toml::table{{"weights", c.engine_weights}});
 }

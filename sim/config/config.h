@@ -26,6 +26,9 @@
 //   engine.weights               --set engine.weights=F   random weights of the run's seed
 //   kv.block_size                --block-size N           16
 //   kv.blocks                    --set kv.blocks=N        from the backend (unit: unlimited)
+//   kv.full_groups, kv.windowed_groups, kv.window, kv.window_kind ("sliding" | "chunked"),
+//   kv.state_groups              --set kv.KEY=V           a hybrid layout's groups (sim/kv_groups.h)
+//                                                         instead of the model's: 1, 0, -, sliding, 0
 //   gpu_memory_utilization       --gpu-memory-utilization 0.9
 //   tp                           --tp N                   1
 //   replicas                     --replicas N             1
@@ -85,6 +88,7 @@
 
 #include <toml++/toml.h>
 
+#include "sim/kv_groups.h"
 #include "sim/result.h"
 
 namespace servesim {
@@ -128,6 +132,7 @@ struct RunConfig {
   std::string kv_dtype;                // "": dtype
   std::string engine_weights;          // engine.weights: safetensors for the cpu/cuda engine
   int32_t block_size = 16;             // tokens per KV block
+  std::optional<KvGroups> kv_groups;   // kv.*_groups: the layout's groups; none: the backend's
   int64_t kv_blocks = -1;              // KV blocks per replica; -1: from the backend
   double gpu_memory_utilization = 0.9; // fraction of device memory for weights, activations, KV
   int32_t tp = 1;                      // tensor-parallel degree
