@@ -33,6 +33,7 @@ struct BackendSetup {
   int32_t max_num_batched_tokens = 8192;
   int64_t kv_blocks = -1;              // the run's kv.blocks, -1 if not given
   bool prefix_caching = false;         // the policy keeps a prefix cache (vLLM's KV layout differs)
+  double moe_routing_skew = 0;         // how unevenly a mixture routes (backends/moe_routing.h)
   std::string weights;                 // engine: a safetensors file; "" = random weights
   uint64_t seed = 0;                   // engine: the seed of random weights
   // The hardware file's calibration sample to price with (its [calibration] table); -1: the file's

@@ -119,7 +119,8 @@ Result<WeightFormat> by_method(const json& q, const std::string& method, const s
     // One fp32 scale per block of 128 x 128 (DeepSeek-V3), else per tensor or channel.
     if (f.block_scaled && (*block)[0].is_number_integer() && (*block)[1].is_number_integer() &&
         (*block)[0].get<int64_t>() > 0 && (*block)[1].get<int64_t>() > 0) {
-      f.scale_bytes = 4.0 / static_cast<double>((*block)[0].get<int64_t>() * (*block)[1].get<int64_t>());
+      f.scale_bytes = 4.0 / (static_cast<double>((*block)[0].get<int64_t>()) *
+                             static_cast<double>((*block)[1].get<int64_t>()));
     } else if (f.block_scaled) {
       return key_error(path, "weight_block_size", "expected two positive integers, got " + json_excerpt(*block));
     }

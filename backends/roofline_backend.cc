@@ -59,6 +59,7 @@ Result<std::unique_ptr<Backend>> make_roofline_backend(const BackendSetup& setup
   ro.tp = setup.tp;
   ro.weights = model.dtype;
   ro.format = model.quantization;
+  ro.routing_skew = setup.moe_routing_skew;
   if (!setup.dtype.empty()) {
     Result<DType> d = parse_dtype(setup.dtype);
     if (!d.ok()) return Error{"dtype: " + d.error().message};

@@ -97,6 +97,7 @@ BackendSetup backend_setup(const RunConfig& config, const std::string& hardware,
   setup.max_num_seqs = config.max_num_seqs;
   setup.max_num_batched_tokens = config.max_num_batched_tokens;
   setup.kv_blocks = config.kv_blocks;
+  setup.moe_routing_skew = config.moe_routing_skew;
   setup.weights = config.engine_weights;
   setup.seed = config.seed.value_or(0);
   setup.hardware_sample = config.hardware_sample;

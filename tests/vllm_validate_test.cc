@@ -121,6 +121,9 @@ TEST(VllmValidate, MeasuredLatenciesAreVllmsDefinitions) {
 
 TEST(VllmModelPresets, HuggingFaceIdsMapToShippedPresets) {
   EXPECT_EQ(model_preset_for_repository("meta-llama/Llama-2-7b-hf"), "llama-2-7b");
+  EXPECT_EQ(model_preset_for_repository("openai/gpt-oss-120b"), "gpt-oss-120b");
+  EXPECT_EQ(model_preset_for_repository("deepseek-ai/DeepSeek-R1"), "deepseek-v3");
+  EXPECT_EQ(model_preset_for_repository("Qwen/Qwen3-30B-A3B-FP8"), "qwen3-30b-a3b-fp8");
   EXPECT_EQ(model_preset_for_repository("META-LLAMA/llama-2-7b-chat-hf"), "llama-2-7b");
   EXPECT_EQ(model_preset_for_repository("/models/Meta-Llama-3-8B-Instruct/"), "llama-3-8b");
   EXPECT_EQ(model_preset_for_repository("Qwen/Qwen2.5-7B"), "qwen2.5-7b");

@@ -405,6 +405,12 @@ Status read_sections(OptionReader& top, RunConfig& c) {
     k.reject_unknown();
     if (!k.ok()) return k.error();
   }
+  if (const toml::table* moe = top.table("moe")) {
+    OptionReader m(*moe, "moe");
+    c.moe_routing_skew = m.number("routing_skew", 0, 0, 10);
+    m.reject_unknown();
+    if (!m.ok()) return m.error();
+  }
   if (const toml::table* engine = top.table("engine")) {
     OptionReader e(*engine, "engine");
     c.engine_weights = e.string("weights", "");
@@ -607,6 +613,7 @@ void sections_to_toml(const RunConfig& c, const toml::table& policy_options, tom
   }
   t.insert("kv", std::move(kv));
   if (!c.engine_weights.empty()) t.insert("engine", toml::table{{"weights", c.engine_weights}});
+  if (c.moe_routing_skew > 0) t.insert("moe", toml::table{{"routing_skew", c.moe_routing_skew}});
 }
 
 }  // namespace

@@ -26,6 +26,8 @@
 //   engine.weights               --set engine.weights=F   random weights of the run's seed
 //   kv.block_size                --block-size N           16
 //   kv.blocks                    --set kv.blocks=N        from the backend (unit: unlimited)
+//   moe.routing_skew             --set moe.routing_skew=S 0: experts picked uniformly; S > 0: expert i's
+//                                                         popularity ~ (i + 1)^-S (backends/moe_routing.h)
 //   kv.full_groups, kv.windowed_groups, kv.window, kv.window_kind ("sliding" | "chunked"),
 //   kv.state_groups              --set kv.KEY=V           a hybrid layout's groups (sim/kv_groups.h)
 //                                                         instead of the model's: 1, 0, -, sliding, 0
@@ -133,6 +135,7 @@ struct RunConfig {
   std::string engine_weights;          // engine.weights: safetensors for the cpu/cuda engine
   int32_t block_size = 16;             // tokens per KV block
   std::optional<KvGroups> kv_groups;   // kv.*_groups: the layout's groups; none: the backend's
+  double moe_routing_skew = 0;         // moe.routing_skew
   int64_t kv_blocks = -1;              // KV blocks per replica; -1: from the backend
   double gpu_memory_utilization = 0.9; // fraction of device memory for weights, activations, KV
   int32_t tp = 1;                      // tensor-parallel degree
