@@ -14,6 +14,8 @@ it has -- plain chunked prefill, with long_prefill_token_threshold, with prefix 
                        groups (1-2 of each, windows of 4 to 64 tokens) from one block pool: blocks
                        that leave the window are freed as the requests run (sim: kv.*_groups)
   hybrid-chunked       the same with chunked-local groups (Llama-4's layout with the hybrid manager)
+  hybrid-mamba         full-attention groups beside 1-3 Mamba groups (MambaSpec, "none" mode as
+                       without prefix caching: one state block per request; Qwen3-Next's layout)
   mla                  one MLA group (DeepSeek's latent cache: MLAAttentionSpec)
 With --negative-control, the hybrid suites run the sim with the windowed groups laid out as full
 attention (no window freeing): they must then fail.
@@ -31,6 +33,7 @@ import argparse
 import copy
 import importlib.util
 import inspect
+import math
 import os
 import random
 import sys
@@ -44,7 +47,8 @@ DEFAULT_XCHECK = os.path.join(HERE, "..", "..", "shared", "tools", "vllm_xcheck.
 CURRENT = {"case": None}
 RELEASE = {"version": None}
 SIM_SET = []  # --sim-set: extra `--set` overrides for every sim run (negative controls)
-NEGATIVE = {"on": False}  # --negative-control: hybrid suites without the window's freeing
+NEGATIVE = {"on": False}
+XC = {"tool": None}  # the shared tool's module  # --negative-control: hybrid suites without the window's freeing
 
 
 def load_xcheck(path):
@@ -88,6 +92,18 @@ def patch(xc):
         return kv_config(*a, **kw)
 
     V["KVCacheConfig"] = with_signature(make_kv_config, kv_config)
+    scheduler = V["Scheduler"]
+
+    def make_scheduler_obj(*a, **kw):
+        """Mamba groups ("none" mode) have blocks of max_model_len tokens: the scheduler's block
+        size is the groups' least common multiple, as vLLM's engine sets it."""
+        case = CURRENT["case"] or {}
+        if (case.get("kv_groups") or {}).get("kind") == "mamba" and "block_size" in kw:
+            kw["block_size"] = math.lcm(kw["block_size"], xcheck_max_model_len())
+            kw["hash_block_size"] = case["block_size"]
+        return scheduler(*a, **kw)
+
+    V["Scheduler"] = with_signature(make_scheduler_obj, scheduler)
     V["SchedulerConfig"] = with_signature(scheduler_config, sched_config)
     V["Request"] = with_signature(make_request, request)
 
@@ -120,7 +136,10 @@ def patch(xc):
         for kv in SIM_SET:
             cmd += ["--set", kv]
         g = case.get("kv_groups")
-        if g and g["kind"] != "mla":
+        if g and g["kind"] == "mamba":
+            cmd += ["--set", f"kv.full_groups={g['full']}",
+                    "--set", f"kv.state_groups={0 if NEGATIVE['on'] else g['windowed']}"]
+        elif g and g["kind"] != "mla":
             windowed = 0 if NEGATIVE["on"] else g["windowed"]
             cmd += ["--set", f"kv.full_groups={g['full'] + g['windowed'] - windowed}",
                     "--set", f"kv.windowed_groups={windowed}"]
@@ -162,14 +181,18 @@ def patch(xc):
 def kv_groups_of(V, case):
     """vLLM KVCacheGroupSpecs for a hybrid case: full-attention groups, then windowed ones (or one
     MLA group). Specs as the model layers build them (one KV head of size 1 is enough here)."""
-    from vllm.v1.kv_cache_interface import (ChunkedLocalAttentionSpec, MLAAttentionSpec,
-                                            SlidingWindowSpec)
+    from vllm.v1.kv_cache_interface import (ChunkedLocalAttentionSpec, MambaSpec,
+                                            MLAAttentionSpec, SlidingWindowSpec)
     g, bs, dt = case["kv_groups"], case["block_size"], V["torch"].float32
     if g["kind"] == "mla":
         return [V["KVCacheGroupSpec"](["mla"], MLAAttentionSpec(
             block_size=bs, num_kv_heads=1, head_size=576, dtype=dt))]
     groups = [V["KVCacheGroupSpec"]([f"full{i}"], V["FullAttentionSpec"](
         block_size=bs, num_kv_heads=1, head_size=1, dtype=dt)) for i in range(g["full"])]
+    if g["kind"] == "mamba":  # "none" mode: a block of max_model_len tokens, one per request
+        return groups + [V["KVCacheGroupSpec"]([f"mamba{i}"], MambaSpec(
+            block_size=xcheck_max_model_len(), shapes=((1,),), dtypes=(dt,), mamba_cache_mode="none"))
+            for i in range(g["windowed"])]
     for i in range(g["windowed"]):
         if g["kind"] == "chunked":
             spec = ChunkedLocalAttentionSpec(block_size=bs, num_kv_heads=1, head_size=1, dtype=dt,
@@ -181,13 +204,21 @@ def kv_groups_of(V, case):
     return groups
 
 
+def xcheck_max_model_len():
+    """The shared tool's max_model_len (its model config's)."""
+    return XC["tool"].MAX_MODEL_LEN
+
+
 def hybridize(rng, case, kind):
     """A case of the hybrid suites: its groups, and a pool that holds them (the drawn cache times
     the groups, so that tight and loose caches stay as likely as in the plain suite)."""
-    full, windowed = (1, 0) if kind == "mla" else (rng.randint(1, 2), rng.randint(1, 2))
+    full, windowed = (1, 0) if kind == "mla" else (rng.randint(1, 2), rng.randint(1, 2 if kind != "mamba" else 3))
     window = rng.choice([4, 8, 16, 24, 32, 48, 64]) if kind != "chunked" else rng.choice([16, 32, 64, 128])
     case["kv_groups"] = {"kind": kind, "full": full, "windowed": windowed, "window": window}
-    case["num_blocks"] = (case["num_blocks"] - 1) * (full + windowed) + 1
+    if kind == "mamba":  # one block per request and Mamba group on top of the attention's
+        case["num_blocks"] = (case["num_blocks"] - 1) * full + windowed * rng.randint(1, len(case["requests"])) + 1
+    else:
+        case["num_blocks"] = (case["num_blocks"] - 1) * (full + windowed) + 1
     case["name"] = f"{kind}-" + case["name"]
 
 
@@ -245,6 +276,8 @@ def suites(xc, seed, n):
                        False, False),
         "hybrid-chunked": (lambda: gen(seed * 1000 + 31, False, True, lambda r, c: hybridize(r, c, "chunked")),
                            False, False),
+        "hybrid-mamba": (lambda: gen(seed * 1000 + 41, False, True, lambda r, c: hybridize(r, c, "mamba")),
+                         False, False),
         "mla": (lambda: gen(seed * 1000 + 37, False, True, lambda r, c: hybridize(r, c, "mla")), False, False),
     }
 
@@ -269,6 +302,7 @@ def main():
     NEGATIVE["on"] = args.negative_control
 
     xc = load_xcheck(args.xcheck)
+    XC["tool"] = xc
     V = patch(xc)
     version = V["vllm"].__version__
     RELEASE["version"] = version
