@@ -37,6 +37,7 @@ Result<std::unique_ptr<Backend>> make_cpu_backend(const BackendSetup& setup) {
   if (setup.tp != 1) return Error{"--tp: the cpu backend runs on one host (tp 1)"};
   Result<Specs> specs = load_specs(setup, kDefaultCpuHardware, kDefaultCpuModel);
   if (!specs.ok()) return specs.error();
+  if (Status s = check_engine_model(specs.value().model, "cpu"); !s.ok()) return s.error();
   // Everything is sized before anything is allocated: the plan, then this host's free memory.
   Result<MemoryPlan> memory = plan_memory(specs.value().hardware, specs.value().model,
                                           memory_options(setup, DType::kFp32, DType::kFp32));

@@ -50,6 +50,7 @@ Result<std::unique_ptr<Backend>> make_cuda_backend(const BackendSetup& setup) {
   if (setup.tp != 1) return Error{"--tp: the cuda engine runs on one GPU (tp 1)"};
   Result<Specs> specs = load_specs(setup, "h200", "qwen2.5-0.5b");
   if (!specs.ok()) return specs.error();
+  if (Status s = check_engine_model(specs.value().model, "cuda"); !s.ok()) return s.error();
   Result<ModelWeights> weights = load_weights(setup, specs.value().model);
   if (!weights.ok()) return weights.error();
   // KV blocks from what the device really has free, as vLLM sizes its cache.

@@ -49,6 +49,17 @@ static Result<Specs> load_specs_uncached(const BackendSetup& setup, const char* 
   return Specs{std::move(hw.value()), std::move(model.value())};
 }
 
+Status check_engine_model(const ModelSpec& m, const char* engine) {
+  std::string lacks;
+  if (m.num_layers_of(AttentionKind::kFull) != m.num_layers) lacks = attention_summary(m) + " layers";
+  else if (m.is_moe()) lacks = "a mixture of experts";
+  else if (!m.quantization.method.empty()) lacks = m.quantization.method + " weights";
+  else if (m.attention_sinks || m.attention_output_gate || m.o_bias) lacks = "its attention's extras";
+  if (lacks.empty()) return Ok{};
+  return Error{std::string("the ") + engine + " engine executes dense Llama / Qwen2-family decoders with full "
+               "attention; " + m.name + " has " + lacks + ": price it with --backend roofline"};
+}
+
 MemoryOptions memory_options(const BackendSetup& setup, DType weights, DType kv) {
   MemoryOptions mo;
   mo.tp = setup.tp;

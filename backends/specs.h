@@ -32,6 +32,11 @@ struct SpecsCache {
 Result<Specs> load_specs(const BackendSetup& setup, const char* default_hardware,
                          const char* default_model);
 
+// Ok if the real engines (cpu, cuda) can execute the model: a dense Llama / Qwen2-family decoder
+// with full attention in 16 or 32 bits. Else an error naming what they lack and pointing to the
+// roofline backend, which prices every architecture servesim reads.
+Status check_engine_model(const ModelSpec& model, const char* engine);
+
 // The setup's memory options, with the given element types of weights and KV cache.
 MemoryOptions memory_options(const BackendSetup& setup, DType weights, DType kv);
 

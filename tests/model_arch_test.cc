@@ -6,6 +6,7 @@
 #include <string>
 
 #include "backends/model.h"
+#include "backends/specs.h"
 #include "test_util.h"
 
 namespace servesim {
@@ -151,6 +152,18 @@ TEST(ModelArch, InconsistentFieldsNameTheKey) {
   EXPECT_TRUE(arch_has(arch_error(R"({"architectures": ["Llama4ForConditionalGeneration"],
                                  "text_config": {"num_attention_heads": 40, "num_key_value_heads": 7}})").message,
                   "text_config.num_key_value_heads"));
+}
+
+// The real engines execute dense full-attention decoders only: the others are refused with the way
+// out, never run as if they were dense.
+TEST(ModelArch, EnginesRefuseWhatTheyDoNotExecute) {
+  EXPECT_TRUE(check_engine_model(arch_model("qwen2.5-0.5b"), "cpu").ok());
+  for (const char* name : {"gpt-oss-20b", "deepseek-v3", "mixtral-8x7b", "qwen3-30b-a3b-fp8", "qwen3-next-80b-a3b"}) {
+    SCOPED_TRACE(name);
+    const Status s = check_engine_model(arch_model(name), "cpu");
+    ASSERT_FALSE(s.ok());
+    EXPECT_TRUE(arch_has(s.error().message, "--backend roofline")) << s.error().message;
+  }
 }
 
 }  // namespace
