@@ -147,7 +147,7 @@ const char* kind_of(const Measurement& m) {
   return prefill && decode ? "mixed" : decode ? "decode" : "prefill";
 }
 
-constexpr const char* kKinds[] = {"prefill", "decode", "mixed", "linear-only"};
+constexpr const char* kFitKinds[] = {"prefill", "decode", "mixed", "linear-only"};
 
 // The size a kind's cost grows with: sequences for decodes, new tokens otherwise.
 int64_t size_of(const Measurement& m, const std::string& kind) {
@@ -163,7 +163,7 @@ std::vector<ResidualGroup> residuals(const Context& c, const HardwareSpec& befor
                                      const HardwareSpec& after) {
   const Rooflines rb(before, c.models), ra(after, c.models);
   std::vector<ResidualGroup> groups;
-  for (const std::string kind : kKinds) {
+  for (const std::string kind : kFitKinds) {
     std::vector<size_t> members;
     std::vector<int64_t> sizes;
     for (size_t i = 0; i < c.data.size(); ++i) {
@@ -269,7 +269,7 @@ void held_out(const Context& c, const HardwareSpec& start, const CalibrationOpti
     return CalibrationFit::KindError{name, count, count > 0 ? mape(start, c, members) : 0,
                                      count > 0 ? mape(fitted, c, members) : 0};
   };
-  for (const std::string kind : kKinds) {
+  for (const std::string kind : kFitKinds) {
     CalibrationFit::KindError e = on_test(kind, [&](const Measurement& m) { return kind_of(m) == kind; });
     if (e.count > 0) fit.held_out_by_kind.push_back(std::move(e));
   }
