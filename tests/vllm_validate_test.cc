@@ -127,7 +127,8 @@ TEST(VllmModelPresets, HuggingFaceIdsMapToShippedPresets) {
   EXPECT_EQ(model_preset_for_repository("META-LLAMA/llama-2-7b-chat-hf"), "llama-2-7b");
   EXPECT_EQ(model_preset_for_repository("/models/Meta-Llama-3-8B-Instruct/"), "llama-3-8b");
   EXPECT_EQ(model_preset_for_repository("Qwen/Qwen2.5-7B"), "qwen2.5-7b");
-  EXPECT_FALSE(model_preset_for_repository("meta-llama/Llama-3.1-8B-Instruct"));
+  EXPECT_EQ(model_preset_for_repository("meta-llama/Llama-3.1-8B-Instruct"), "llama-3.1-8b");
+  EXPECT_FALSE(model_preset_for_repository("meta-llama/Llama-3.2-1B-Instruct"));
   EXPECT_FALSE(model_preset_for_repository(""));
 }
 
