@@ -67,7 +67,8 @@ Result<MemoryPlan> plan_memory(const HardwareSpec& hw, const ModelSpec& model, c
   }
   if (p.num_blocks > 0) return p;
   const double need = p.weights + p.activations + p.non_torch + 2 * p.block_bytes;
-  std::string msg = model.name + " (" + dtype_name(o.weights) + ", tp " + std::to_string(o.tp) +
+  const std::string precision = o.format.method.empty() ? dtype_name(o.weights) : o.format.method;
+  std::string msg = model.name + " (" + precision + ", tp " + std::to_string(o.tp) +
                     ") does not fit on " + hw.name + ": it needs " + gib(p.weights) +
                     " of weights, " + gib(p.activations) + " of activations and " +
                     gib(p.non_torch) + " outside PyTorch per GPU, but " +
