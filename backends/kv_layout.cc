@@ -130,11 +130,16 @@ int64_t KvLayout::blocks_per_request(int64_t tokens, int64_t in_flight) const {
   for (const KvGroup& g : groups) {
     switch (g.kind) {
       case AttentionKind::kSlidingWindow:
-        blocks += cdiv(std::min(g.window - 1 + in_flight, tokens), block_size) + 1;
+      case AttentionKind::kChunkedLocal: {
+        // The windowed group's per-request bound, as the block manager caps admission with it.
+        KvGroups windowed;
+        windowed.windowed = 1;
+        windowed.chunked = g.kind == AttentionKind::kChunkedLocal;
+        windowed.window = g.window;
+        windowed.set_admission_cap(static_cast<int32_t>(block_size), in_flight, tokens);
+        blocks += windowed.admission_cap;
         break;
-      case AttentionKind::kChunkedLocal:
-        blocks += cdiv(std::min(g.window + in_flight, tokens), block_size);
-        break;
+      }
       case AttentionKind::kLinear: blocks += mamba_blocks; break;
       default: blocks += cdiv(tokens, block_size);
     }
