@@ -7,37 +7,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backends/model_reading.h"
 #include "backends/quantization_config.h"
 #include "sim/config/json_text.h"
 #include "sim/request.h"
 #include "sim/config/toml_fields.h"
 
 namespace servesim {
+using namespace model_reading;
 namespace {
-
-using nlohmann::json;
-
-// The families servesim models, each with its own reading of the layers' kinds.
-enum class Family { kLlama, kMistral, kMixtral, kQwen2, kQwen3, kQwen3Moe, kDeepseekV3, kLlama4,
-                    kGptOss, kGemma3, kQwen3Next };
-
-// Hugging Face's defaults for one configuration class (transformers' LlamaConfig, MistralConfig,
-// MixtralConfig, Qwen2Config, Qwen3Config, Qwen3MoeConfig, DeepseekV3Config, Llama4TextConfig,
-// GptOssConfig, Gemma3TextConfig, Qwen3NextConfig __init__ arguments). kv_heads 0 = same as the
-// attention heads; head_dim 0 = hidden / heads; moe_intermediate 0 = intermediate.
-struct ArchDefaults {
-  const char* architecture;
-  const char* model_type;
-  Family family;
-  int64_t hidden, intermediate, layers, heads, kv_heads, vocab, max_positions;
-  double rope_theta, rms_norm_eps;
-  int64_t num_experts, experts_per_token;
-  int64_t sliding_window;  // 0 = None
-  bool qkv_bias;
-  int64_t head_dim = 0, moe_intermediate = 0;
-  bool text_config = false;  // a multimodal config: the language model's keys are in text_config
-  bool tie_word_embeddings = false;
-};
 
 constexpr ArchDefaults kArchitectures[] = {
     {"LlamaForCausalLM", "llama", Family::kLlama, 4096, 11008, 32, 32, 0, 32000, 2048, 1e4, 1e-6,
@@ -79,105 +57,6 @@ std::string supported_list() {
   return s;
 }
 
-// Reads optional fields from the root object; the first wrong type is kept in `error`.
-class Fields {
- public:
-  // `prefix` names the object the keys are in ("text_config." for a multimodal model's).
-  Fields(const json& root, const std::string& path, std::string prefix = "")
-      : root_(root), path_(path), prefix_(std::move(prefix)) {}
-
-  // Absent or null: nullopt.
-  const json* find(const char* key) const {
-    auto it = root_.find(key);
-    return it == root_.end() || it->is_null() ? nullptr : &*it;
-  }
-
-  // An integer in [lo, hi] (a float with an integral value counts: 4096.0).
-  int64_t integer(const char* key, int64_t fallback, int64_t lo, int64_t hi) {
-    const json* v = find(key);
-    if (v == nullptr) return fallback;
-    double d = std::nan("");
-    if (v->is_number_unsigned()) {
-      const uint64_t u = v->get<uint64_t>();
-      const bool in_range = u <= static_cast<uint64_t>(hi) && static_cast<int64_t>(u) >= lo;
-      return in_range ? static_cast<int64_t>(u) : fail_range(key, lo, hi, *v);
-    }
-    if (v->is_number_integer()) {
-      const int64_t i = v->get<int64_t>();
-      return i >= lo && i <= hi ? i : fail_range(key, lo, hi, *v);
-    }
-    if (v->is_number_float()) d = v->get<double>();
-    if (std::floor(d) == d && d >= static_cast<double>(lo) && d <= static_cast<double>(hi)) {
-      return static_cast<int64_t>(d);
-    }
-    return fail_range(key, lo, hi, *v);
-  }
-
-  int64_t fail_range(const char* key, int64_t lo, int64_t hi, const json& got) {
-    const std::string want = "an integer from " + std::to_string(lo) + " to " + std::to_string(hi);
-    fail(key, want.c_str(), got);
-    return lo;
-  }
-
-  // A finite number in (0, hi].
-  double positive(const json* v, const char* key, double fallback, double hi) {
-    if (v == nullptr) return fallback;
-    const double d = v->is_number() ? v->get<double>() : std::nan("");
-    if (d > 0 && d <= hi) return d;
-    const std::string want = "a number > 0 and <= " + format_number(hi);
-    fail(key, want.c_str(), *v);
-    return fallback;
-  }
-  double positive(const char* key, double fallback, double hi) {
-    return positive(find(key), key, fallback, hi);
-  }
-
-  bool boolean(const char* key, bool fallback) {
-    const json* v = find(key);
-    if (v == nullptr) return fallback;
-    if (v->is_boolean()) return v->get<bool>();
-    fail(key, "true or false", *v);
-    return fallback;
-  }
-
-  // A list of integers (each in [lo, hi]), or nullopt when absent.
-  std::optional<std::vector<int64_t>> integers(const char* key, int64_t lo, int64_t hi) {
-    const json* v = find(key);
-    if (v == nullptr) return std::nullopt;
-    std::vector<int64_t> out;
-    if (!v->is_array()) {
-      fail(key, "a list of integers", *v);
-      return out;
-    }
-    for (const json& e : *v) {
-      if (!e.is_number_integer() || e.get<int64_t>() < lo || e.get<int64_t>() > hi) {
-        fail(key, ("a list of integers from " + std::to_string(lo) + " to " + std::to_string(hi)).c_str(), *v);
-        return out;
-      }
-      out.push_back(e.get<int64_t>());
-    }
-    return out;
-  }
-
-  // The error text for `key` (with its prefix).
-  Error error_at(const std::string& key, const std::string& what) const {
-    return Error{path_ + ": key \"" + prefix_ + key + "\": " + what};
-  }
-
-  void fail(const std::string& key, const char* expected, const json& got) {
-    if (error) return;
-    error = Error{path_ + ": key \"" + prefix_ + key + "\": expected " + expected + ", got " +
-                  (got.is_structured() ? json_excerpt(got)
-                                       : std::string(got.type_name()) + " " + json_excerpt(got))};
-  }
-
-  std::optional<Error> error;
-
- private:
-  const json& root_;
-  const std::string& path_;
-  const std::string prefix_;
-};
 
 std::string file_stem(const std::string& path) {
   const size_t slash = path.find_last_of('/');
@@ -327,129 +206,6 @@ void read_experts(Fields& f, const ArchDefaults& arch, ModelSpec& m) {
   }
 }
 
-// Which layers are mixtures of experts, as each family's vLLM model builds them.
-void read_moe_layers(Fields& f, const ArchDefaults& arch, ModelSpec& m) {
-  m.layer_moe.assign(static_cast<size_t>(m.num_layers), m.num_experts > 1 ? 1 : 0);
-  if (m.num_experts <= 1) return;
-  const int64_t n = m.num_layers;
-  if (arch.family == Family::kDeepseekV3) {
-    const int64_t first = f.integer("first_k_dense_replace", 3, 0, n);
-    const int64_t freq = f.integer("moe_layer_freq", 1, 1, n);
-    for (int64_t i = 0; i < n; ++i) m.layer_moe[i] = i >= first && i % freq == 0;
-  } else if (arch.family == Family::kLlama4) {
-    const int64_t step = f.integer("interleave_moe_layer_step", 1, 0, n);
-    for (int64_t i = 0; i < n; ++i) m.layer_moe[i] = step > 0 && (i + 1) % step == 0;
-    if (auto listed = f.integers("moe_layers", 0, n - 1)) {
-      m.layer_moe.assign(static_cast<size_t>(n), 0);
-      for (int64_t i : *listed) m.layer_moe[i] = 1;
-    }
-  } else if (arch.family == Family::kQwen3Moe || arch.family == Family::kQwen3Next) {
-    const int64_t step = f.integer("decoder_sparse_step", 1, 1, n);
-    const auto dense = f.integers("mlp_only_layers", 0, n - 1).value_or(std::vector<int64_t>{});
-    for (int64_t i = 0; i < n; ++i) m.layer_moe[i] = (i + 1) % step == 0;
-    for (int64_t i : dense) m.layer_moe[i] = 0;
-  }
-}
-
-// layer_types' names, as transformers writes them.
-std::optional<AttentionKind> layer_type(const std::string& name) {
-  if (name == "full_attention") return AttentionKind::kFull;
-  if (name == "sliding_attention") return AttentionKind::kSlidingWindow;
-  if (name == "chunked_attention") return AttentionKind::kChunkedLocal;
-  if (name == "linear_attention") return AttentionKind::kLinear;
-  return std::nullopt;
-}
-
-// The layers' kinds from layer_types; nullopt when absent.
-Result<std::optional<std::vector<AttentionKind>>> read_layer_types(Fields& f, int64_t n) {
-  const json* v = f.find("layer_types");
-  if (v == nullptr) return std::optional<std::vector<AttentionKind>>{};
-  if (!v->is_array() || static_cast<int64_t>(v->size()) != n)
-    return f.error_at("layer_types", "expected a list of " + std::to_string(n) +
-                                         " layer types (num_hidden_layers), got " + json_excerpt(*v));
-  std::vector<AttentionKind> kinds;
-  for (size_t i = 0; i < v->size(); ++i) {
-    const json& e = (*v)[i];
-    const auto kind = e.is_string() ? layer_type(e.get<std::string>()) : std::nullopt;
-    if (!kind)
-      return f.error_at("layer_types[" + std::to_string(i) + "]",
-                        "expected full_attention, sliding_attention, chunked_attention or "
-                        "linear_attention, got " + json_excerpt(e));
-    kinds.push_back(*kind);
-  }
-  return std::optional<std::vector<AttentionKind>>(std::move(kinds));
-}
-
-// Each layer's attention kind when layer_types does not say: the family's pattern.
-std::vector<AttentionKind> default_layer_kinds(Fields& f, const ArchDefaults& arch, const ModelSpec& m) {
-  const int64_t n = m.num_layers;
-  std::vector<AttentionKind> kinds(static_cast<size_t>(n), AttentionKind::kFull);
-  for (int64_t i = 0; i < n; ++i) {
-    auto& k = kinds[static_cast<size_t>(i)];
-    switch (arch.family) {
-      case Family::kDeepseekV3: k = AttentionKind::kMla; break;
-      case Family::kGptOss:  // sliding, full, sliding, ...
-        k = (i + 1) % 2 != 0 ? AttentionKind::kSlidingWindow : AttentionKind::kFull;
-        break;
-      case Family::kGemma3: {  // one global layer after every pattern - 1 local ones
-        const int64_t pattern = f.integer("sliding_window_pattern", 6, 1, n);
-        k = (i + 1) % pattern != 0 ? AttentionKind::kSlidingWindow : AttentionKind::kFull;
-        break;
-      }
-      case Family::kQwen3Next: {
-        const int64_t interval = f.integer("full_attention_interval", 4, 1, n);
-        k = (i + 1) % interval == 0 ? AttentionKind::kFull : AttentionKind::kLinear;
-        break;
-      }
-      case Family::kMistral:  // a sliding_window without layer_types: every layer slides (vLLM)
-        if (m.sliding_window > 0) k = AttentionKind::kSlidingWindow;
-        break;
-      case Family::kQwen2:
-      case Family::kQwen3:  // use_sliding_window: the layers from max_window_layers on slide
-        if (m.sliding_window > 0 && f.boolean("use_sliding_window", false) &&
-            i >= f.integer("max_window_layers", n, 0, kMaxModelLayers))
-          k = AttentionKind::kSlidingWindow;
-        break;
-      default: break;  // Llama, Mixtral: only where layer_types says
-    }
-  }
-  return kinds;
-}
-
-// Llama-4: layers with RoPE attend within their chunk; the NoPE layers (no_rope_layers 0, by
-// default every fourth) attend to everything.
-void read_llama4_chunks(Fields& f, ModelSpec& m) {
-  const int64_t n = m.num_layers;
-  m.attention_chunk_size = f.integer("attention_chunk_size", 8192, 0, kMaxTokens);
-  std::vector<int64_t> rope(static_cast<size_t>(n));
-  const int64_t interval = f.integer("no_rope_layer_interval", 4, 1, n);
-  for (int64_t i = 0; i < n; ++i) rope[i] = (i + 1) % interval != 0;
-  if (auto listed = f.integers("no_rope_layers", 0, 1); listed && !listed->empty()) {
-    if (static_cast<int64_t>(listed->size()) == n) rope = *listed;
-  }
-  if (m.attention_chunk_size == 0) return;
-  for (int64_t i = 0; i < n; ++i)
-    if (rope[i] != 0 && m.layer_attention[i] == AttentionKind::kFull)
-      m.layer_attention[i] = AttentionKind::kChunkedLocal;
-}
-
-// The layers' attention kinds, and the windows they need.
-Status read_layout(Fields& f, const ArchDefaults& arch, ModelSpec& m) {
-  Result<std::optional<std::vector<AttentionKind>>> listed = read_layer_types(f, m.num_layers);
-  if (!listed.ok()) return listed.error();
-  m.layer_attention = listed.value() ? *listed.value() : default_layer_kinds(f, arch, m);
-  if (arch.family == Family::kDeepseekV3)
-    for (auto& k : m.layer_attention)
-      if (k == AttentionKind::kFull) k = AttentionKind::kMla;
-  if (arch.family == Family::kLlama4) read_llama4_chunks(f, m);
-  if (f.error) return *f.error;
-  if (m.has(AttentionKind::kSlidingWindow) && m.sliding_window <= 0)
-    return f.error_at("sliding_window", "must be > 0: layers " + std::string("slide (layer_types)") +
-                                            ", got " + std::to_string(m.sliding_window));
-  if (m.has(AttentionKind::kChunkedLocal) && m.attention_chunk_size <= 0)
-    return f.error_at("attention_chunk_size", "must be > 0");
-  return Ok{};
-}
 
 // DeepSeek's multi-head latent attention.
 void read_mla(Fields& f, ModelSpec& m) {
