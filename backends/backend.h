@@ -34,6 +34,11 @@ struct BackendSetup {
   int64_t kv_blocks = -1;              // the run's kv.blocks, -1 if not given
   bool prefix_caching = false;         // the policy keeps a prefix cache (vLLM's KV layout differs)
   double moe_routing_skew = 0;         // how unevenly a mixture routes (backends/moe_routing.h)
+  // The serving engine's host costs and launch (backends/engine_profile.h): a file (resolved), ""
+  // = the default preset, "none" = kernels only. Cost models only.
+  std::string engine;
+  bool enforce_eager = false;          // no CUDA graphs (vLLM's --enforce-eager)
+  int32_t async_scheduling = -1;       // 1 / 0: on / off; -1: the engine file's
   std::string weights;                 // engine: a safetensors file; "" = random weights
   uint64_t seed = 0;                   // engine: the seed of random weights
   // The hardware file's calibration sample to price with (its [calibration] table); -1: the file's
@@ -76,6 +81,10 @@ class Backend {
   // backend cannot give a run's durations without its batches (engines that measure, the unit
   // backend): the replica then runs every iteration itself.
   virtual bool decode_run(const Batch& /*batch*/, DecodeDurations& /*out*/) { return false; }
+
+  // What one request of `prompt_tokens` tokens pays outside the engine core (the API server's
+  // tokenization and response), added to its first token and completion as its client sees them.
+  virtual Time request_overhead(int32_t /*prompt_tokens*/) const { return 0; }
 
   // KV blocks of `block_size` tokens this backend's device holds, or -1 for unlimited.
   virtual int64_t kv_blocks(int32_t block_size) const = 0;

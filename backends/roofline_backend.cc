@@ -4,11 +4,25 @@
 #include <utility>
 
 #include "backends/specs.h"
+#include "sim/config/presets.h"
 
 namespace servesim {
 
-RooflineBackend::RooflineBackend(RooflineModel model, MemoryPlan memory)
-    : model_(std::move(model)), memory_(memory) {}
+RooflineBackend::RooflineBackend(RooflineModel model, MemoryPlan memory, EngineProfile engine,
+                                 std::vector<int32_t> capture_sizes)
+    : model_(std::move(model)), memory_(memory), engine_(std::move(engine)), capture_sizes_(std::move(capture_sizes)) {}
+
+double RooflineBackend::rest_seconds(int64_t tokens, int64_t seqs, int64_t emitting, bool uniform_decode) {
+  const LaunchShape launch = launch_shape(capture_sizes_, tokens, uniform_decode);
+  if (rests_.empty()) rests_.resize(kRests);
+  Rest& kept = rests_[static_cast<size_t>(launch.padded_tokens * 131 + emitting) % kRests];
+  if (kept.tokens != launch.padded_tokens || kept.emitting != emitting) {
+    kept = {launch.padded_tokens, emitting,
+            model_.price_rest(RooflineBreakdown{}, static_cast<double>(launch.padded_tokens),
+                              static_cast<double>(emitting))};
+  }
+  return kept.time.total() + host_time(engine_, launch.mode, model_.model().num_layers, seqs);
+}
 
 IterationResult RooflineBackend::run(const Batch& batch) {
   // One-token decodes in integer arithmetic, as a leap over a run of them (decode_run) prices them.
@@ -16,15 +30,8 @@ IterationResult RooflineBackend::run(const Batch& batch) {
   if (decode_run(batch, run)) return {run.at(0), run.at(0)};
   // Otherwise model_.price(batch), its part that depends on the counts alone kept.
   const RooflineModel::AttentionPart a = model_.price_attention(batch);
-  if (rests_.empty()) rests_.resize(kRests);
-  Rest& kept = rests_[static_cast<size_t>(a.tokens * 131 + a.emitting) % kRests];
-  if (kept.tokens != a.tokens || kept.emitting != a.emitting) {
-    kept = {a.tokens, a.emitting,
-            model_.price_rest(RooflineBreakdown{}, static_cast<double>(a.tokens), static_cast<double>(a.emitting))};
-  }
-  RooflineBreakdown price = kept.time;
-  price.attention = a.time.attention;
-  const Time t = priced_duration(price.total());
+  const int64_t seqs = static_cast<int64_t>(batch.items.size()) + batch.group;
+  const Time t = priced_duration(a.time.attention + rest_seconds(a.tokens, seqs, a.emitting, a.tokens == seqs));
   return {t, t};  // the prediction is the duration (iterations.predicted = duration)
 }
 
@@ -37,17 +44,37 @@ bool RooflineBackend::decode_run(const Batch& batch, DecodeDurations& out) {
   if (shape.emitting == shape.count && shape.count < kKept) {
     if (decode_rest_.size() <= static_cast<size_t>(shape.count)) decode_rest_.resize(static_cast<size_t>(shape.count) + 1, 0);
     Time& kept = decode_rest_[static_cast<size_t>(shape.count)];
-    if (kept == 0) kept = model_.decode_rest(shape);
+    if (kept == 0) kept = priced_duration(rest_seconds(shape.count, shape.count, shape.emitting, true));
     rest = kept;
   } else {
-    rest = model_.decode_rest(shape);
+    rest = priced_duration(rest_seconds(shape.count, shape.count, shape.emitting, true));
   }
   return model_.decode_durations(shape, rest, out);
 }
 
 int64_t RooflineBackend::kv_blocks(int32_t /*block_size*/) const { return memory_.num_blocks; }
 
+Time RooflineBackend::request_overhead(int32_t prompt_tokens) const {
+  return seconds_to_time(engine_.request + engine_.request_per_prompt_token * static_cast<double>(prompt_tokens));
+}
+
 KvGroups RooflineBackend::kv_groups() const { return scheduler_groups(memory_.layout, prefix_caching_); }
+
+namespace {
+
+// The setup's engine profile: its file, the default preset, or none; async scheduling as the setup
+// says.
+Result<EngineProfile> load_engine(const BackendSetup& setup) {
+  if (setup.engine == "none") return EngineProfile::none();
+  Result<std::string> path = resolve_preset(setup.engine.empty() ? kDefaultEngine : setup.engine,
+                                            PresetKind::kEngine, "--engine");
+  if (!path.ok()) return path.error();
+  Result<EngineProfile> engine = load_engine_profile(path.value());
+  if (engine.ok() && setup.async_scheduling >= 0) engine.value().async_scheduling = setup.async_scheduling == 1;
+  return engine;
+}
+
+}  // namespace
 
 Result<std::unique_ptr<Backend>> make_roofline_backend(const BackendSetup& setup) {
   Result<Specs> specs = load_specs(setup, kDefaultHardware, kDefaultModel);
@@ -84,7 +111,15 @@ Result<std::unique_ptr<Backend>> make_roofline_backend(const BackendSetup& setup
   mo.prefix_caching = setup.prefix_caching;
   Result<MemoryPlan> memory = plan_memory(hw, model, mo);
   if (!memory.ok()) return memory.error();
-  auto backend = std::make_unique<RooflineBackend>(RooflineModel(std::move(hw), std::move(model), ro), memory.value());
+  Result<EngineProfile> engine = load_engine(setup);
+  if (!engine.ok()) return engine.error();
+  std::vector<int32_t> sizes;
+  if (!setup.enforce_eager) {
+    sizes = cudagraph_capture_sizes(engine.value().max_cudagraph_capture_size, setup.max_num_seqs,
+                                    setup.max_num_batched_tokens);
+  }
+  auto backend = std::make_unique<RooflineBackend>(RooflineModel(std::move(hw), std::move(model), ro), memory.value(),
+                                                   std::move(engine.value()), std::move(sizes));
   backend->set_prefix_caching(setup.prefix_caching);
   return std::unique_ptr<Backend>(std::move(backend));
 }

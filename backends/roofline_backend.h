@@ -1,6 +1,7 @@
 // The `roofline` backend: prices every iteration with RooflineModel on a hardware file and a model
-// config (by default an A100-80GB and Llama-3-8B), and sizes the KV cache as vLLM would
-// (kv_memory.h).
+// config (by default an A100-80GB and Llama-3-8B), adds the serving engine's host and launch costs
+// (engine_profile.h: an iteration's GEMMs compute its CUDA graph's padded tokens), and sizes the KV
+// cache as vLLM would (kv_memory.h).
 #pragma once
 
 #include <memory>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/engine_profile.h"
 #include "backends/kv_memory.h"
 #include "backends/roofline.h"
 #include "sim/result.h"
@@ -19,12 +21,15 @@ inline constexpr const char* kDefaultModel = "llama-3-8b";
 
 class RooflineBackend final : public Backend {
  public:
-  RooflineBackend(RooflineModel model, MemoryPlan memory);
+  // `capture_sizes`: the CUDA graphs' (cudagraph_capture_sizes), empty when eager.
+  RooflineBackend(RooflineModel model, MemoryPlan memory, EngineProfile engine = EngineProfile::none(),
+                  std::vector<int32_t> capture_sizes = {});
 
   IterationResult run(const Batch& batch) override;
   bool prices_decode_groups() const override { return model_.prices_decode_groups(); }
   bool decode_run(const Batch& batch, DecodeDurations& out) override;
   int64_t kv_blocks(int32_t block_size) const override;
+  Time request_overhead(int32_t prompt_tokens) const override;
   KvGroups kv_groups() const override;
   // A policy with a prefix cache: Mamba groups are not held by the block manager (see kv_layout.h).
   void set_prefix_caching(bool on) { prefix_caching_ = on; }
@@ -41,10 +46,18 @@ class RooflineBackend final : public Backend {
 
   const RooflineModel& roofline() const { return model_; }
   const MemoryPlan& memory() const { return memory_; }
+  const EngineProfile& engine() const { return engine_; }
 
  private:
+  // Everything but the attention, for `tokens` tokens of `seqs` sequences of which `emitting` sample
+  // one (all one-token decodes when `uniform_decode`): the kernels at the tokens the batch's graph
+  // computes, and the engine's host time (s).
+  double rest_seconds(int64_t tokens, int64_t seqs, int64_t emitting, bool uniform_decode);
+
   RooflineModel model_;
   MemoryPlan memory_;
+  EngineProfile engine_;
+  std::vector<int32_t> capture_sizes_;
   bool prefix_caching_ = false;
   // decode_run's rest prices of batches whose decodes all emit, by their count (0: not yet priced).
   std::vector<Time> decode_rest_;

@@ -12,6 +12,7 @@
 
 #include <boost/program_options.hpp>
 
+#include "backends/engine_profile.h"
 #include "backends/hardware.h"
 #include "backends/model.h"
 #include "backends/probe.h"
@@ -117,7 +118,21 @@ bool model_line(const std::string& path, const std::string& stem, char (&line)[2
   return true;
 }
 
-// `sim list hardware` and `sim list models`: a table of the presets.
+// One engine preset's line: its name, async scheduling, CUDA graphs and host costs.
+bool engine_line(const std::string& path, const std::string& stem, char (&line)[256], std::ostream& err) {
+  Result<EngineProfile> e = load_engine_profile(path);
+  if (!e.ok()) {
+    err << "sim list: " << e.error().message << "\n";
+    return false;
+  }
+  const EngineProfile& p = e.value();
+  std::snprintf(line, sizeof line, "%-16s %-28s %5s %7d %9.0f %9.1f %10.2f\n", stem.c_str(), p.name.substr(0, 28).c_str(),
+                p.async_scheduling ? "yes" : "no", p.max_cudagraph_capture_size, p.step * 1e6, p.step_per_seq * 1e6,
+                p.request * 1e3);
+  return true;
+}
+
+// `sim list hardware`, `sim list models` and `sim list engines`: a table of the presets.
 void list_presets_table(PresetKind kind, const std::string& what, std::ostream& out, std::ostream& err) {
   const std::vector<std::string> names = list_presets(kind);
   if (names.empty()) out << "(no " << what << " presets are installed)\n";
@@ -125,6 +140,9 @@ void list_presets_table(PresetKind kind, const std::string& what, std::ostream& 
   if (kind == PresetKind::kHardware) {
     std::snprintf(line, sizeof line, "%-16s %-26s %8s %9s %9s %10s\n", "preset", "name", "GiB",
                   "GB/s", "TFLOP/s", "FLOP/byte");
+  } else if (kind == PresetKind::kEngine) {
+    std::snprintf(line, sizeof line, "%-16s %-28s %5s %7s %9s %9s %10s\n", "preset", "name", "async", "graphs",
+                  "step us", "/seq us", "request ms");
   } else {
     std::snprintf(line, sizeof line, "%-19s %-24s %9s %8s %10s %-10s %9s %8s\n", "preset", "layers",
                   "params", "active", "weights", "precision", "KV B/tok", "context");
@@ -134,11 +152,16 @@ void list_presets_table(PresetKind kind, const std::string& what, std::ostream& 
     const std::string path = resolve_preset(n, kind, "list").value();
     const std::string stem = n.substr(0, n.rfind('.'));
     const bool listed = kind == PresetKind::kHardware ? hardware_line(path, stem, line, err)
+                        : kind == PresetKind::kEngine ? engine_line(path, stem, line, err)
                                                       : model_line(path, stem, line, err);
     if (listed) out << line;
   }
   if (kind == PresetKind::kHardware) {
     out << "(dense FP16/BF16 peak; FLOP/byte is the ridge point. `--hardware FILE` takes your own.)\n";
+  } else if (kind == PresetKind::kEngine) {
+    out << "(graphs: the largest CUDA-graph capture size (0: eager); step: host time per iteration the GPU\n"
+           " waits for, and per scheduled request; request: API-server time added to TTFT and E2E.\n"
+           " `--engine FILE` takes your own, `--engine none` prices the kernels alone.)\n";
   } else {
     out << "(layers: attention kinds and counts (full, swa = sliding window, chunk = chunked local,\n"
            " mla = latent, linear = constant state), moe = layers with experts. Weights as stored;\n"
@@ -151,8 +174,8 @@ int list_command(const std::vector<std::string>& args, std::ostream& out, std::o
   const std::string what = args.empty() ? "" : args.front();
   if (what == "runs") return list_runs_command(std::vector<std::string>(args.begin() + 1, args.end()), out, err);
   if (args.size() > 1 || (what != "policies" && what != "routers" && what != "backends" && what != "hardware" &&
-                          what != "models")) {
-    err << "sim list: expected one of: runs, policies, routers, backends, hardware, models\n";
+                          what != "models" && what != "engines")) {
+    err << "sim list: expected one of: runs, policies, routers, backends, hardware, models, engines\n";
     return what == "--help" || what == "-h" ? kExitOk : kExitBadInput;
   }
   if (what == "policies") {
@@ -168,7 +191,10 @@ int list_command(const std::vector<std::string>& args, std::ostream& out, std::o
   } else if (what == "backends") {
     for (const BackendInfo& b : backend_registry()) out << b.name << "\n  " << b.summary << "\n";
   } else {
-    list_presets_table(what == "hardware" ? PresetKind::kHardware : PresetKind::kModel, what, out, err);
+    list_presets_table(what == "hardware"  ? PresetKind::kHardware
+                       : what == "engines" ? PresetKind::kEngine
+                                           : PresetKind::kModel,
+                       what, out, err);
   }
   return kExitOk;
 }

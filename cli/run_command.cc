@@ -43,6 +43,10 @@ po::options_description run_options() {
      "weights and activations: fp16 | bf16 | fp32 | fp8 (default: the model's torch_dtype)  [dtype]")
     ("kv-cache-dtype", po::value<std::string>()->value_name("T"),
      "KV cache: fp16 | bf16 | fp8 | int4 (default: dtype)  [kv.dtype]")
+    ("engine", po::value<std::string>()->value_name("NAME|FILE"),
+     "serving engine's host and launch costs: a preset (`sim list engines`; default vllm-0.33), your own TOML, or none "
+     "(the kernels alone)  [engine.profile]")
+    ("enforce-eager", po::bool_switch(), "no CUDA graphs: every kernel launched eagerly, no padding (vLLM's flag)  [enforce_eager]")
     ("config", po::value<std::string>()->value_name("FILE"), "run configuration TOML with any of the keys in brackets")
     ("set", po::value<std::vector<std::string>>()->value_name("KEY=VALUE")->composing(),
      "override a configuration key; repeatable. e.g. --set policy.max_wait=inf --set kv.blocks=512")
@@ -124,7 +128,8 @@ Status apply_flags(const po::variables_map& vm, toml::table& table) {
   const std::pair<const char*, const char*> strings[] = {
       {"trace", "trace"}, {"policy", "policy.name"}, {"router", "router.name"}, {"backend", "backend"}, {"hardware", "hardware"},
       {"model", "model"}, {"db", "db"}, {"db-sync", "db_sync"}, {"name", "name"}, {"dtype", "dtype"},
-      {"kv-cache-dtype", "kv.dtype"}, {"metric-percentiles", "metric_percentiles"}, {"price-by", "price_by"}};
+      {"kv-cache-dtype", "kv.dtype"}, {"metric-percentiles", "metric_percentiles"}, {"price-by", "price_by"},
+      {"engine", "engine.profile"}};
   for (const auto& [flag, key] : strings) {
     if (vm.count(flag) == 0) continue;
     Status s = set_path(table, key, toml::value<std::string>(vm[flag].as<std::string>()));
@@ -167,6 +172,9 @@ Status apply_flags(const po::variables_map& vm, toml::table& table) {
       seen.push_back(name);
       if (Status s = apply_goodput_token(token, table); !s.ok()) return s;
     }
+  }
+  if (vm.count("enforce-eager") != 0 && vm["enforce-eager"].as<bool>()) {
+    if (Status s = set_path(table, "enforce_eager", toml::value<bool>(true)); !s.ok()) return s;
   }
   if (vm.count("gpu-memory-utilization") != 0) {
     Status s = set_path(table, "gpu_memory_utilization",

@@ -99,6 +99,9 @@ BackendSetup backend_setup(const RunConfig& config, const std::string& hardware,
   setup.kv_blocks = config.kv_blocks;
   setup.moe_routing_skew = config.moe_routing_skew;
   setup.weights = config.engine_weights;
+  setup.engine = config.engine_profile;
+  setup.enforce_eager = config.enforce_eager;
+  setup.async_scheduling = config.async_scheduling;
   setup.seed = config.seed.value_or(0);
   setup.hardware_sample = config.hardware_sample;
   setup.specs_cache = std::make_shared<SpecsCache>();

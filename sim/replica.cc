@@ -136,7 +136,7 @@ void Replica::finish_iteration(Time now) {
     ++r.num_output;
     if (!r.held) {
       if (r.first_token < 0) {
-        r.first_token = now;
+        r.first_token = client_time(r, now);
       } else {
         item.token_gap = now - r.last_token;
       }
@@ -231,8 +231,12 @@ void Replica::finish_generation(Request& r) {
   if (!r.held) complete(r);
 }
 
+Time Replica::client_time(const Request& r, Time now) const {
+  return add_time(now, backend_->request_overhead(r.prompt_tokens));
+}
+
 void Replica::complete(Request& r) {
-  r.finished = now_;
+  r.finished = client_time(r, now_);
   for (Recorder* rec : recorders_) rec->on_request(r);
   settled_->push_back(r.slot);
 }
@@ -319,7 +323,7 @@ void Replica::hold_response(Sequence* seq) { req(seq).held = true; }
 void Replica::release(Sequence* seq) {
   Request& r = req(seq);
   assert(r.held && r.status == RequestStatus::kDone);
-  r.first_token = now_;  // nothing was streamed: the whole response arrives now
+  r.first_token = client_time(r, now_);  // nothing was streamed: the whole response arrives now
   complete(r);
 }
 

@@ -139,6 +139,9 @@ class Replica final : public ReplicaView {
   // Puts seq in waiting_ at its place under QueueOrder::kPriority.
   void insert_by_priority(Sequence* seq);
   void complete(Request& r);
+  // When r's client sees what the engine produced at `now`: later by what the request pays outside
+  // the engine core (Backend::request_overhead).
+  Time client_time(const Request& r, Time now) const;
   // Its last token is out: frees its KV blocks and, unless its response is held, completes it.
   void finish_generation(Request& r);
   // Takes the requests in leaving_ (done, or handed off) out of running_: by their pointers when

@@ -150,9 +150,10 @@ void Simulator::settle_dependents(Time now) {
     if (parent.replica >= 0) {  // it was sent: its slot is free, for the next request held
       --in_flight_;
       if (!held_.empty()) {
-        // Sent at this instant, through the event queue, so that the scheduling at `now` sees it
-        // even when this runs after the replicas formed their batches.
-        events_.push(now, EventKind::kSend, held_.front());
+        // Sent when the client has the response (the API server's time after the engine's, see
+        // Backend::request_overhead), through the event queue, so that the scheduling at `now`
+        // sees it even when this runs after the replicas formed their batches.
+        events_.push(std::max(now, parent.finished), EventKind::kSend, held_.front());
         held_.pop_front();
         ++in_flight_;  // its slot is taken now
       }

@@ -176,6 +176,12 @@ void read_top_level(OptionReader& top, const toml::table& table, RunConfig& c) {
   c.dtype = top.choice("dtype", "", {"fp16", "bf16", "fp32", "fp8", "int8", "int4", "fp4", "float16", "bfloat16", "float32"});
   c.gpu_memory_utilization = top.number("gpu_memory_utilization", c.gpu_memory_utilization, 0.01, 1.0);
   c.tp = static_cast<int32_t>(top.integer("tp", c.tp, 1, 1024));
+  c.enforce_eager = top.boolean("enforce_eager", c.enforce_eager);
+  if (table.contains("async_scheduling")) {
+    c.async_scheduling = top.boolean("async_scheduling", true) ? 1 : 0;
+  } else {
+    top.allow("async_scheduling");
+  }
 }
 
 // One [[replicas]] group's keys (its [replicas.policy] options are moved later, by move_options).
@@ -414,6 +420,7 @@ Status read_sections(OptionReader& top, RunConfig& c) {
   if (const toml::table* engine = top.table("engine")) {
     OptionReader e(*engine, "engine");
     c.engine_weights = e.string("weights", "");
+    c.engine_profile = e.string("profile", "");
     e.reject_unknown();
     if (!e.ok()) return e.error();
   }
@@ -543,6 +550,8 @@ void deployment_to_toml(const RunConfig& c, toml::table& t) {
   if (!c.dtype.empty()) t.insert("dtype", c.dtype);
   t.insert("gpu_memory_utilization", c.gpu_memory_utilization);
   t.insert("tp", c.tp);
+  if (c.enforce_eager) t.insert("enforce_eager", true);
+  if (c.async_scheduling >= 0) t.insert("async_scheduling", c.async_scheduling == 1);
   if (c.replica_groups.empty()) {
     t.insert("replicas", c.replicas);
   } else {
@@ -612,7 +621,12 @@ void sections_to_toml(const RunConfig& c, const toml::table& policy_options, tom
     kv.insert("state_groups", c.kv_groups->state);
   }
   t.insert("kv", std::move(kv));
-  if (!c.engine_weights.empty()) t.insert("engine", toml::table{{"weights", c.engine_weights}});
+  if (!c.engine_weights.empty() || !c.engine_profile.empty()) {
+    toml::table e;
+    if (!c.engine_weights.empty()) e.insert("weights", c.engine_weights);
+    if (!c.engine_profile.empty()) e.insert("profile", c.engine_profile);
+    t.insert("engine", std::move(e));
+  }
   if (c.moe_routing_skew > 0) t.insert("moe", toml::table{{"routing_skew", c.moe_routing_skew}});
 }
 

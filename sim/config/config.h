@@ -24,6 +24,11 @@
 //   dtype                        --dtype T                the model's weights (fp16|bf16|fp32|fp8|int8|int4|fp4)
 //   kv.dtype                     --kv-cache-dtype T       dtype (fp16|bf16|fp8|int4)
 //   engine.weights               --set engine.weights=F   random weights of the run's seed
+//   engine.profile               --engine NAME|FILE       vllm-0.33: the serving engine's host and
+//                                                         launch costs (data/engines; "none": the
+//                                                         kernels alone)
+//   enforce_eager                --enforce-eager          false: CUDA graphs at vLLM's capture sizes
+//   async_scheduling             --set async_scheduling=B the engine file's (vLLM 0.33: true)
 //   kv.block_size                --block-size N           16
 //   kv.blocks                    --set kv.blocks=N        from the backend (unit: unlimited)
 //   moe.routing_skew             --set moe.routing_skew=S 0: experts picked uniformly; S > 0: expert i's
@@ -133,6 +138,9 @@ struct RunConfig {
   std::string dtype;                   // "": the model's torch_dtype
   std::string kv_dtype;                // "": dtype
   std::string engine_weights;          // engine.weights: safetensors for the cpu/cuda engine
+  std::string engine_profile;          // engine.profile: "" = the backend's default, "none", a preset or file
+  bool enforce_eager = false;
+  int32_t async_scheduling = -1;       // 1 / 0; -1: the engine file's
   int32_t block_size = 16;             // tokens per KV block
   std::optional<KvGroups> kv_groups;   // kv.*_groups: the layout's groups; none: the backend's
   double moe_routing_skew = 0;         // moe.routing_skew

@@ -17,6 +17,7 @@ const char* subdir(PresetKind kind) {
     case PresetKind::kWorkload: return "workloads";
     case PresetKind::kHardware: return "hardware";
     case PresetKind::kModel: return "models";
+    case PresetKind::kEngine: return "engines";
   }
   return "";
 }
@@ -33,6 +34,7 @@ std::vector<std::string> extensions(PresetKind kind) {
     case PresetKind::kWorkload: return {"", ".toml", ".csv", ".jsonl"};
     case PresetKind::kHardware: return {"", ".toml"};
     case PresetKind::kModel: return {"", ".json"};
+    case PresetKind::kEngine: return {"", ".toml"};
   }
   return {""};
 }

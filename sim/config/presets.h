@@ -15,7 +15,7 @@
 
 namespace servesim {
 
-enum class PresetKind { kWorkload, kHardware, kModel };
+enum class PresetKind { kWorkload, kHardware, kModel, kEngine };
 
 // The data folders that exist, in lookup order.
 std::vector<std::string> data_dirs();
