@@ -26,12 +26,16 @@ MemoryPlan plan(const HardwareSpec& hw, const ModelSpec& m, const MemoryOptions&
   p.budget = hw.memory_bytes * o.gpu_memory_utilization;
   p.weights = m.weight_bytes_per_gpu(o.format.method.empty() ? weight_format_of(o.weights) : o.format, tp);
   // The profiling pass: max_num_batched_tokens tokens through one layer at a time (hidden state,
-  // residual, QKV, gate/up and SiLU output), and fp32 logits for max_num_seqs sampled rows.
+  // residual, QKV, gate/up and SiLU output); then the sampler's dummy run over max_num_seqs rows
+  // of logits, gathered to the whole vocabulary on every GPU (vLLM's _dummy_sampler_run, top-k
+  // and top-p on): fp32 logits, their sorted copy with int64 indices, and the fp32 probabilities,
+  // 20 bytes per entry. The peak is the larger of the two.
   const double h = static_cast<double>(m.hidden_size);
   const double qkv = static_cast<double>(m.num_heads + 2 * m.num_kv_heads) * static_cast<double>(m.head_dim) / t;
   const double inter = static_cast<double>(m.intermediate_size) / t;
-  p.activations = o.max_num_batched_tokens * (2 * h + qkv + 3 * inter) * ab +
-                  o.max_num_seqs * static_cast<double>(m.vocab_size) / t * 4;
+  const double forward = o.max_num_batched_tokens * (2 * h + qkv + 3 * inter) * ab;
+  const double sampler = o.max_num_batched_tokens * h * ab + o.max_num_seqs * static_cast<double>(m.vocab_size) * 20;
+  p.activations = std::max(forward, sampler);
   p.non_torch = kNonTorchBytes;
   p.layout = kv_layout(m, layout_options(o, tp));
   p.block_bytes = p.layout.bytes_per_block;

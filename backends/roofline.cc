@@ -19,6 +19,11 @@ namespace {
 // at large batch (Frantar et al., 2024).
 constexpr double kDequantOps = 2, kDequantRows = 64;
 
+// Fused-MoE kernels pad each expert's rows to a tile of BLOCK_SIZE_M rows (vLLM's
+// moe_align_block_size; 16 in fused_moe's default configs for small batches, larger tiles at
+// large batches leave the padding a smaller share).
+constexpr double kMoeTileRows = 16;
+
 // Peak and efficiency of the tensor cores for element type d, 0 peak when the GPU has none.
 std::pair<double, double> tensor_peak(const HardwareSpec& hw, DType d) {
   const auto eff = [&](double e) { return e > 0 ? e : hw.gemm_efficiency; };
@@ -92,7 +97,8 @@ double RooflineModel::memory_time(double bytes) const {
   return bytes / (hw_.memory_bandwidth * hw_.memory_efficiency);
 }
 
-double RooflineModel::gemm_time(double flops, double bytes, double rows, const Gemm& g, double weights) const {
+double RooflineModel::gemm_time(double flops, double bytes, double rows, const Gemm& g, double weights,
+                                double dequant_rows) const {
   double eff = g.efficiency;
   if (hw_.gemm_half_rows > 0) eff *= rows / (rows + hw_.gemm_half_rows);
   if (hw_.gemm_tile_rows > 0 && rows > 0) {
@@ -100,7 +106,8 @@ double RooflineModel::gemm_time(double flops, double bytes, double rows, const G
   }
   double compute = flops / (g.peak * eff);
   if (g.dequantize && weights > 0 && hw_.fp32_flops > 0) {
-    compute += weights * kDequantOps * std::ceil(std::max(rows, 1.0) / kDequantRows) / hw_.fp32_flops;
+    const double served = dequant_rows >= 0 ? dequant_rows : rows;
+    compute += weights * kDequantOps * std::ceil(std::max(served, 1.0) / kDequantRows) / hw_.fp32_flops;
   }
   return std::max(compute, memory_time(bytes));
 }
@@ -265,13 +272,19 @@ double RooflineModel::feed_forward(bool moe, double tokens) const {
   const double touched = expected_experts(m.num_experts, m.experts_per_token, tokens, options_.routing_skew);
   const double routed = tokens * static_cast<double>(m.experts_per_token);
   const double inter = static_cast<double>(m.expert_intermediate()) / tp;
+  // The grouped GEMMs: one product of all the routed rows, each expert's padded to the kernel's
+  // tile (vLLM's moe_align_block_size: BLOCK_SIZE_M, 16 in the small-batch configs), the padding
+  // computed as rows.
   const Gemm& q = quantized_;
+  const double rows = touched * std::ceil(routed / touched / kMoeTileRows) * kMoeTileRows;
   double time = gemm_time(2 * tokens * h * e, h * e * plain_.weight_bytes + tokens * h * ab, tokens);  // router
-  time += gemm_time(2 * routed * h * 2 * inter,
-                    touched * h * 2 * inter * q.weight_bytes + routed * (h + 2 * inter) * ab, routed / touched, q,
-                    touched * h * 2 * inter);
-  time += gemm_time(2 * routed * inter * h, touched * inter * h * q.weight_bytes + routed * (inter + h) * ab,
-                    routed / touched, q, touched * inter * h);
+  const double per_expert = routed / touched;  // the rows each expert's dequantized weights serve
+  time += gemm_time(2 * rows * h * 2 * inter, touched * h * 2 * inter * q.weight_bytes + routed * (h + 2 * inter) * ab,
+                    rows, q, touched * h * 2 * inter, per_expert);
+  time += gemm_time(2 * rows * inter * h, touched * inter * h * q.weight_bytes + routed * (inter + h) * ab, rows, q,
+                    touched * inter * h, per_expert);
+  // The routed outputs weighted and summed back into one row per token (moe_sum).
+  time += memory_time((routed + tokens) * h * ab);
   if (m.shared_intermediate_size > 0) {
     const double si = static_cast<double>(m.shared_intermediate_size) / tp;
     const Gemm& g = options_.format.shared_experts ? quantized_ : plain_;

@@ -103,7 +103,9 @@ class RooflineModel {
   };
   // max(compute, memory) with the GEMM efficiency for `rows` rows.
   double gemm_time(double flops, double bytes, double rows) const { return gemm_time(flops, bytes, rows, plain_, 0); }
-  double gemm_time(double flops, double bytes, double rows, const Gemm& g, double weights) const;
+  // Weight-only formats dequantize `weights` once per 64 of `dequant_rows` rows (-1: rows).
+  double gemm_time(double flops, double bytes, double rows, const Gemm& g, double weights,
+                   double dequant_rows = -1) const;
   // One layer's projections and feed-forward for `tokens` tokens (per GPU).
   double attention_projections(AttentionKind kind, double tokens) const;
   double feed_forward(bool moe, double tokens) const;

@@ -53,6 +53,10 @@ def engine_limits(row):
         seqs, tokens = 1024, 16384 if offline else 8192
     else:
         seqs, tokens = 256, 8192 if offline else 2048
+    if row["engine"] == "trtllm" and offline:
+        # trtllm-bench sizes its engine by a heuristic from the KV memory, up to thousands of
+        # sequences (its max_batch_size default is 2048) at max_num_tokens 8192-16384.
+        seqs, tokens = 2048, 16384
     if row["max_num_seqs"]:
         seqs = int(row["max_num_seqs"])
     return seqs, tokens
@@ -107,6 +111,25 @@ def workload(row, path):
         f.write("\n".join(lines) + "\n")
 
 
+def no_server(row):
+    """Whether the measurement had no API server in front of the engine: offline runs (vLLM's LLM
+    class, trtllm-bench) and TensorRT-LLM 0.9's gptSessionBenchmark first-token latencies."""
+    return row["load"] == "offline" or "gptSessionBenchmark" in row["notes"]
+
+
+def engine_file(work, data_dir):
+    """The default engine preset without its per-request (API server) costs, for no_server rows."""
+    src = os.path.join(data_dir, "engines", "vllm-0.33.toml")
+    dst = os.path.join(work, "engine-no-server.toml")
+    if not os.path.exists(dst):
+        with open(src) as f, open(dst, "w") as out:
+            for line in f:
+                if line.startswith("request_us") or line.startswith("request_per_prompt_token_us"):
+                    line = line.split("=")[0] + "= 0\n"
+                out.write(line)
+    return dst
+
+
 def simulate(sim, row, work, extra):
     trace = os.path.join(work, "w.toml")
     db = os.path.join(work, "r.db")
@@ -123,6 +146,8 @@ def simulate(sim, row, work, extra):
         cmd += ["--kv-cache-dtype", "fp8"]
     if row["load"] == "concurrency":
         cmd += ["--max-concurrency", str(int(float(row["load_value"])))]
+    if no_server(row):
+        cmd += ["--engine", engine_file(work, os.environ.get("SERVESIM_DATA", os.path.join(HERE, "..", "data")))]
     cmd += extra
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:

@@ -102,7 +102,8 @@ TEST(RooflineMoe, BatchOneDecodeReadsOnlyTouchedExperts) {
   // Each projection at one row, its weights plus its input and output rows, in bf16.
   const double per_layer = (h * (q + 2 * kv) + (h + q + 2 * kv)) + (q * h + (q + h)) +  // qkv, o
                            (h * 128 + h) +                                              // router
-                           8 * (h * 2 * mi) + 8 * (h + 2 * mi) + 8 * (mi * h) + 8 * (mi + h);  // experts
+                           8 * (h * 2 * mi) + 8 * (h + 2 * mi) + 8 * (mi * h) + 8 * (mi + h) +  // experts
+                           (8 + 1) * h;  // the 8 routed rows read and summed into one
   const double want = 48 * per_layer * 2 / (hw.memory_bandwidth * hw.memory_efficiency);
   EXPECT_NEAR(r.price(&one, 1).gemm, want, want * 1e-9);
 }

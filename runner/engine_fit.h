@@ -1,0 +1,69 @@
+// Fitting an engine file's host terms (backends/engine_profile.h) to end-to-end measurements:
+// `vllm bench serve --save-result --save-detailed` files, each replayed through the simulator as
+// `sim validate --vllm-result` replays it. The host time per iteration (step_us), per scheduled
+// request (step_per_seq_us) and the API server's time per request (request_us) are searched with
+// NLopt's BOBYQA to minimise, over the files, the squared log ratios of simulated to measured mean
+// TTFT and mean inter-token latency of the requests at even positions in each file; the requests
+// at odd positions are held out and their errors reported. A bootstrap over the fitting requests
+// (each resample refitted) gives every value its 95 % range.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backends/engine_profile.h"
+#include "sim/config/config.h"
+#include "sim/result.h"
+#include "workloads/vllm_bench_result.h"
+#include "workloads/workload.h"
+
+namespace servesim {
+
+// One measured benchmark and its replay: the configuration (its engine.profile is replaced at every
+// evaluation) and the requests built from the file.
+struct EngineFitSource {
+  std::string path;
+  VllmBenchResult measured;
+  RunConfig config;
+  Workload workload;
+};
+
+struct EngineFitOptions {
+  int bootstrap = 20;   // resamples for the ranges (0: none)
+  uint64_t seed = 1;
+  std::string work_dir; // where the trial engine files go (must exist)
+};
+
+struct EngineFitKey {
+  std::string name;     // the file's key: step_us, step_per_seq_us, request_us
+  double start = 0, value = 0, low = 0, high = 0;  // microseconds; the 95 % range
+  bool at_bound = false;
+};
+
+// Mean TTFT and mean inter-token latency of one half of a file's successful requests (seconds).
+struct EngineFitError {
+  std::string file;
+  double ttft_measured = 0, ttft_simulated = 0, itl_measured = 0, itl_simulated = 0;
+  double ttft_error() const { return (ttft_simulated - ttft_measured) / ttft_measured; }
+  double itl_error() const { return (itl_simulated - itl_measured) / itl_measured; }
+};
+
+struct EngineFit {
+  EngineProfile fitted;
+  std::vector<EngineFitKey> keys;
+  std::vector<EngineFitError> fit_half, held_out_start, held_out;  // per file
+  int evaluations = 0;
+  std::string result;  // NLopt's result name
+};
+
+// Fits `start`'s host terms to the sources. Errors: a replay that fails, no successful request in a
+// half of a file, a measured mean of 0.
+Result<EngineFit> fit_engine(const EngineProfile& start, const std::vector<EngineFitSource>& sources,
+                             const EngineFitOptions& options);
+
+// The engine file for `fit`: `start_text` (the starting file's text) with the fitted keys' values
+// replaced (or added), and a header saying what they were fitted to.
+std::string engine_file_text(const std::string& start_text, const EngineFit& fit);
+
+}  // namespace servesim
