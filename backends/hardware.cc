@@ -14,6 +14,7 @@ namespace servesim {
 namespace {
 
 constexpr double kBytesPerGiB = 1073741824.0;  // 2^30
+constexpr double kBytesPerMiB = 1048576.0;     // 2^20
 constexpr double kGiga = 1e9;                  // GB/s -> bytes/s
 constexpr double kTera = 1e12;                 // TFLOP/s -> FLOP/s
 constexpr double kMicro = 1e-6;                // us -> s
@@ -55,6 +56,15 @@ constexpr NumberKey kNumbers[] = {
     {"interconnect_latency_us", false, 0, true, 1e6, kMicro, &HardwareSpec::interconnect_latency},
     {"network_gbs", false, 1e-3, true, 1e6, kGiga, &HardwareSpec::network_bandwidth},
     {"network_latency_us", false, 0, true, 1e6, kMicro, &HardwareSpec::network_latency},
+    {"nccl_latency_us", false, 0, true, 1e6, kMicro, &HardwareSpec::nccl_latency},
+    {"nccl_busbw_gbs", false, 1e-3, true, 1e6, kGiga, &HardwareSpec::nccl_busbw},
+    {"nccl_busbw_full_mib", false, 0, true, 1e6, kBytesPerMiB, &HardwareSpec::nccl_busbw_full_bytes},
+    {"nccl_busbw_slope", false, 0, true, 1.0, 1.0, &HardwareSpec::nccl_busbw_slope},
+    {"custom_all_reduce_latency_us", false, 0, true, 1e6, kMicro, &HardwareSpec::custom_all_reduce_latency},
+    {"custom_all_reduce_gbs", false, 1e-3, true, 1e6, kGiga, &HardwareSpec::custom_all_reduce_bandwidth},
+    {"nvlink_domain_gpus", false, 1, true, 1e6, 1.0, &HardwareSpec::nvlink_domain_gpus},
+    {"p2p_latency_us", false, 0, true, 1e6, kMicro, &HardwareSpec::p2p_latency},
+    {"p2p_gbs", false, 1e-3, true, 1e6, kGiga, &HardwareSpec::p2p_bandwidth},
     {"gemm_efficiency", false, 1e-3, true, 1.0, 1.0, &HardwareSpec::gemm_efficiency},
     {"fp8_gemm_efficiency", false, 0, true, 1.0, 1.0, &HardwareSpec::fp8_gemm_efficiency},
     {"fp4_gemm_efficiency", false, 0, true, 1.0, 1.0, &HardwareSpec::fp4_gemm_efficiency},
@@ -169,7 +179,10 @@ Result<HardwareSpec> load_hardware(const std::string& path) {
 
   if (Status s = f.check_known({"name", "memory_gib", "memory_bandwidth_gbs", "fp16_tflops",
                                 "fp8_tflops", "fp4_tflops", "int8_tops", "fp32_tflops", "bf16", "interconnect_gbs",
-                                "interconnect_latency_us", "network_gbs", "network_latency_us", "gemm_efficiency",
+                                "interconnect_latency_us", "network_gbs", "network_latency_us", "nccl_latency_us",
+                                "nccl_busbw_gbs", "nccl_busbw_full_mib", "nccl_busbw_slope",
+                                "custom_all_reduce_latency_us", "custom_all_reduce_gbs", "nvlink_full_mesh",
+                                "nvlink_domain_gpus", "p2p_latency_us", "p2p_gbs", "gemm_efficiency",
                                 "fp8_gemm_efficiency", "fp4_gemm_efficiency", "int8_gemm_efficiency", "memory_efficiency",
                                 "attention_efficiency", "prefill_attention_efficiency",
                                 "prefill_self_attention_efficiency", "calibration",
@@ -211,10 +224,16 @@ Result<HardwareSpec> load_hardware(const std::string& path) {
   if (hw.gpus_per_node != std::floor(hw.gpus_per_node)) {
     return f.expected("gpus_per_node", "a whole number of GPUs, e.g. 8");
   }
-  if (const toml::node* bf16 = root.get("bf16")) {
-    const auto* b = bf16->as_boolean();
-    if (b == nullptr) return f.expected("bf16", "true or false");
-    hw.bf16 = b->get();
+  for (const auto& [key, field] : {std::pair<std::string_view, bool HardwareSpec::*>{"bf16", &HardwareSpec::bf16},
+                                    {"nvlink_full_mesh", &HardwareSpec::nvlink_full_mesh}}) {
+    if (const toml::node* node = root.get(key)) {
+      const auto* b = node->as_boolean();
+      if (b == nullptr) return f.expected(key, "true or false");
+      hw.*field = b->get();
+    }
+  }
+  if (hw.nvlink_domain_gpus != std::floor(hw.nvlink_domain_gpus)) {
+    return f.expected("nvlink_domain_gpus", "a whole number of GPUs, e.g. 72");
   }
   return hw;
 }

@@ -28,6 +28,18 @@ struct HardwareSpec {
   // to a decode replica moves over (disaggregated serving). 0 and -1: not given.
   double network_bandwidth = 0;        // bytes/s
   double network_latency = -1;         // s, a transfer's fixed cost
+  // Collectives (backends/collectives.h; keys in data/hardware/README.md). Not given (0, or -1 for
+  // latencies): a file priced as before they existed, all-reduce at interconnect_bandwidth.
+  double nccl_latency = -1;                 // s, NCCL's in-node latency (nccl_latency_us)
+  double nccl_busbw = 0;                    // bytes/s, NCCL's in-node bus bandwidth, large messages
+  double nccl_busbw_full_bytes = 0;         // message size from which nccl_busbw holds; 0 = all
+  double nccl_busbw_slope = 0;              // below it, busbw ~ size^slope (0..1)
+  double custom_all_reduce_latency = 0;     // s, vLLM's custom all-reduce, per shot
+  double custom_all_reduce_bandwidth = 0;   // bytes/s a GPU reads its peers at; 0 = not modelled
+  bool nvlink_full_mesh = false;            // every pair of a node's GPUs on NVLink (NVSwitch)
+  double nvlink_domain_gpus = 0;            // GPUs one NVLink fabric joins; 0 = gpus_per_node
+  double p2p_latency = -1;                  // s, send/recv within a node; -1 = nccl_latency
+  double p2p_bandwidth = 0;                 // bytes/s, send/recv within a node; 0 = NCCL's busbw
   double gemm_efficiency = 0.7;        // fraction of tensor peak a large GEMM achieves
   // The same for GEMMs at FP8, FP4 and INT8: the fraction of that type's peak (fp8_flops,
   // fp4_flops, int8_ops) a large GEMM achieves, which differs from the BF16 fraction (more bytes

@@ -6,6 +6,7 @@
 #include <tuple>
 #include <vector>
 
+#include "backends/collectives.h"
 #include "backends/moe_routing.h"
 
 namespace servesim {
@@ -317,10 +318,10 @@ RooflineBreakdown RooflineModel::price_rest(RooflineBreakdown t, double tokens, 
                           emitting);
   }
   if (options_.tp > 1) {
-    // Two ring all-reduces of the activations per layer.
+    // Two all-reduces of the activations per layer, as vLLM and NCCL pay them (backends/collectives.h).
     const double bytes = tokens * h * ab;
-    const double one = hw_.interconnect_latency + 2 * (tp - 1) / tp * bytes / hw_.interconnect_bandwidth;
-    t.communication = 2 * static_cast<double>(m.num_layers) * one;
+    t.communication = 2 * static_cast<double>(m.num_layers) *
+                      collective_time(hw_, Collective::kAllReduce, bytes, options_.tp);
   }
   t.overhead = hw_.overhead;
   return t;
