@@ -154,6 +154,19 @@ Status set_hardware_number(HardwareSpec& hw, std::string_view key, double value)
   return Ok{};
 }
 
+std::vector<std::pair<std::string, double>> hardware_numbers(const HardwareSpec& hw) {
+  const HardwareSpec defaults;
+  std::vector<std::pair<std::string, double>> out;
+  for (const NumberKey& n : kNumbers) {
+    if (n.required || hw.*(n.field) != defaults.*(n.field)) out.emplace_back(std::string(n.key), hw.*(n.field) / n.scale);
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, bool>> hardware_booleans(const HardwareSpec& hw) {
+  return {{"bf16", hw.bf16}, {"nvlink_full_mesh", hw.nvlink_full_mesh}};
+}
+
 Result<HardwareSpec> with_calibration_sample(const HardwareSpec& hw, int64_t sample) {
   if (sample < 0 || static_cast<size_t>(sample) >= hw.calibration_samples.size()) {
     return Error{hw.path + ": no calibration sample " + std::to_string(sample) + " (the file has " +

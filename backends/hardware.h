@@ -5,6 +5,7 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "sim/result.h"
@@ -110,6 +111,12 @@ struct HardwareKeyBounds {
 };
 // Errors: not a number key of the file.
 Result<HardwareKeyBounds> hardware_key_bounds(std::string_view key);
+
+// Every number key of the file that `hw` sets away from the reader's default, in the file's order
+// and units (overhead_us in microseconds), and the boolean keys: what a program that writes a
+// hardware file (sim calibrate) copies, so that no key it does not fit is lost.
+std::vector<std::pair<std::string, double>> hardware_numbers(const HardwareSpec& hw);
+std::vector<std::pair<std::string, bool>> hardware_booleans(const HardwareSpec& hw);
 
 // Sets the hardware file key `key` (a number key, in the file's unit, as load_hardware reads it) in hw.
 // Errors: an unknown key, or a value outside the key's bounds.

@@ -68,7 +68,7 @@ def num_prompts(row):
     if row["load"] == "offline" and row["max_num_seqs"]:
         return int(row["max_num_seqs"])  # one static batch (TensorRT-LLM 0.9's gptSessionBenchmark)
     if row["load"] == "concurrency":
-        return max(10 * int(float(row["load_value"])), 20)
+        return max((20 if steady_state(row) else 10) * int(float(row["load_value"])), 20)
     return 1000
 
 
@@ -111,6 +111,18 @@ def workload(row, path):
         f.write("\n".join(lines) + "\n")
 
 
+def async_scheduling(row):
+    """vLLM turned async scheduling on by default after 0.11 (vllm-project/vllm#27614, the Q4 2025
+    roadmap's "async scheduling on by default"); rows measured on an older vLLM ran without it."""
+    if row["engine"] != "vllm":
+        return True
+    try:
+        major, minor = (int(x) for x in row["engine_version"].split(".")[:2])
+    except ValueError:
+        return True
+    return (major, minor) >= (0, 12)
+
+
 def no_server(row):
     """Whether the measurement had no API server in front of the engine: offline runs (vLLM's LLM
     class, trtllm-bench) and TensorRT-LLM 0.9's gptSessionBenchmark first-token latencies."""
@@ -146,6 +158,10 @@ def simulate(sim, row, work, extra):
         cmd += ["--kv-cache-dtype", "fp8"]
     if row["load"] == "concurrency":
         cmd += ["--max-concurrency", str(int(float(row["load_value"])))]
+    if steady_state(row):
+        cmd[cmd.index("summary")] = "requests"
+    if not async_scheduling(row):
+        cmd += ["--set", "async_scheduling=false"]
     if no_server(row):
         cmd += ["--engine", engine_file(work, os.environ.get("SERVESIM_DATA", os.path.join(HERE, "..", "data")))]
     cmd += extra
@@ -153,7 +169,31 @@ def simulate(sim, row, work, extra):
     if p.returncode != 0:
         return None, p.stderr.strip().splitlines()[-1] if p.stderr.strip() else f"exit {p.returncode}"
     r = subprocess.run([sim, "report", "--db", db, "--format", "json"], capture_output=True, text=True, check=True)
-    return json.loads(r.stdout)["metrics"], None
+    metrics = json.loads(r.stdout)["metrics"]
+    if steady_state(row):
+        metrics.update(steady_latencies(db, int(float(row["load_value"]))))
+    return metrics, None
+
+
+def steady_state(row):
+    """NVIDIA NIM's benchmarks run genai-perf, which measures in windows once the load is stable:
+    the first wave of `concurrency` requests, all sent at once into an idle server, is not in its
+    numbers. vllm bench serve counts every request."""
+    return row["load"] == "concurrency" and row["engine_version"].startswith("NIM")
+
+
+def steady_latencies(db, concurrency):
+    """Mean TTFT and inter-token latency of the requests after the first `concurrency` sent."""
+    import sqlite3
+    con = sqlite3.connect(db)
+    rows = con.execute("SELECT first_token - arrival, finished - first_token, output_tokens FROM requests "
+                       "WHERE status = 'finished' ORDER BY arrival, id").fetchall()[concurrency:]
+    con.close()
+    if not rows:
+        return {}
+    gaps = sum(r[2] - 1 for r in rows if r[2] > 1)
+    return {"ttft_mean": sum(r[0] for r in rows) / len(rows),
+            "itl_mean": sum(r[1] for r in rows if r[2] > 1) / gaps if gaps else 0}
 
 
 def summarize(results, goal):

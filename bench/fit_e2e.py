@@ -28,8 +28,11 @@ PARAMS = {
                                     [0.6, 0.7, 0.8, 0.9, 1.0]),
     "ampere.attention_efficiency": ("hardware", ["a100-80gb", "a100-40gb"], "attention_efficiency",
                                     [0.6, 0.7, 0.8, 0.9, 1.0]),
+    "hopper.prefill_attention_efficiency": ("hardware", ["h100-sxm", "h200"], "prefill_attention_efficiency",
+                                            [0.4, 0.5, 0.6, 0.7, 0.8]),
     "engine.step_us": ("engines", ["vllm-0.33"], "step_us", [0, 100, 200, 300, 500, 800]),
-    "engine.request_us": ("engines", ["vllm-0.33"], "request_us", [0, 1000, 3000, 6000, 10000]),
+    "engine.sync_step_us": ("engines", ["vllm-0.33"], "sync_step_us", [0, 200, 400, 700, 1000, 1500]),
+    "engine.request_us": ("engines", ["vllm-0.33"], "request_us", [1000, 2000, 4000, 6000, 10000]),
 }
 
 
@@ -61,8 +64,12 @@ def objective(sim, values, work):
             patch(data, folder, f, key, value)
     rows = os.path.join(work, "rows.csv")
     env = dict(os.environ, SERVESIM_DATA=data)
+    if os.path.exists(rows):
+        os.remove(rows)
     subprocess.run([sys.executable, os.path.join(HERE, "e2e_published.py"), "--sim", sim, "--split", "fit",
                     "--rows", rows], env=env, capture_output=True, text=True)
+    if not os.path.exists(rows):
+        sys.exit("the bench wrote no rows: is " + sim + " built?")
     groups = {"throughput": [], "ttft": [], "itl": []}
     for r in csv.DictReader(open(rows)):
         g = "throughput" if r["metric"] in ("output_tok_s", "total_tok_s", "req_s") else \

@@ -12,6 +12,7 @@
 
 #include "analysis/reports/bootstrap.h"
 #include "sim/config/config.h"
+#include "workloads/vllm_bench_result.h"
 #include "sim/result.h"
 
 namespace servesim {
@@ -60,6 +61,12 @@ int report_command(const std::vector<std::string>& args, std::ostream& out, std:
 int validate_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 // `sim validate --vllm-result FILE` (cli/validate_vllm_command.cc): a vLLM benchmark against its replay.
 int validate_vllm_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+// The configuration that replays a `vllm bench serve` result file (`path`, read into `measured`):
+// the run options in vm, the file's model when vm names none, its max_concurrency, no database.
+Result<RunConfig> vllm_replay_config(const boost::program_options::variables_map& vm,
+                                     const VllmBenchResult& measured, const std::string& path);
+// `sim calibrate --vllm-result FILE ...`: an engine file's host terms fitted to the files.
+int calibrate_engine_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 int compare_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 // `sim list runs` (args: what follows "runs").
 int list_runs_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);

@@ -340,12 +340,17 @@ int validate_command(const std::vector<std::string>& args, std::ostream& out, st
 }
 
 int calibrate_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  for (const std::string& a : args) {
+    if (a == "--vllm-result" || a.starts_with("--vllm-result=")) return calibrate_engine_command(args, out, err);
+  }
   const Command c{"calibrate",
                   "Usage: sim calibrate [--db FILE] [--run ID] --out FILE [--fit KEY,...]\n"
                   "                     [--bootstrap N] [--seed N]\n"
                   "       sim calibrate --measured PATH [--measured PATH ...] [--hardware NAME|FILE]\n"
                   "                     [--model NAME|FILE ...] [--tp N ...] --out FILE [--fit KEY,...]\n"
                   "                     [--bootstrap N] [--seed N]\n"
+                  "       sim calibrate --vllm-result FILE [--vllm-result FILE ...] --out ENGINE.toml [run options]\n"
+                  "                     (an engine file's host terms; sim calibrate --vllm-result --help)\n"
                   "Fits the hardware file's efficiencies (attention of decodes, of prompts over their\n"
                   "cache and of prompts' own tokens apart), gemm_half_rows, gemm_tile_rows, the\n"
                   "per-sequence attention cost and the overhead to a measured run (--backend cpu or\n"

@@ -80,8 +80,10 @@ std::string arrivals_text(const VllmBenchResult& r, uint64_t seed) {
   return s;
 }
 
-// The replay's configuration: the flags, then what the --vllm-result file at `path` says.
-Result<RunConfig> replay_config(const po::variables_map& vm, const VllmBenchResult& measured, const std::string& path) {
+}  // namespace
+
+Result<RunConfig> vllm_replay_config(const po::variables_map& vm, const VllmBenchResult& measured,
+                                     const std::string& path) {
   Result<toml::table> table = config_table_from_flags(vm);
   if (!table.ok()) return table.error();
   toml::table& t = table.value();
@@ -110,6 +112,8 @@ Result<RunConfig> replay_config(const po::variables_map& vm, const VllmBenchResu
   (void)set_path(t, "trace", toml::value<std::string>(path));
   return resolve_config(std::move(t));
 }
+
+namespace {
 
 // The measured benchmark beside its replay's run and the tokens `recorder` saw.
 VllmComparison compare_replay(const std::string& path, const VllmBenchResult& measured, const Workload& workload,
@@ -167,7 +171,7 @@ int validate_vllm_command(const std::vector<std::string>& args, std::ostream& ou
   Result<VllmBenchResult> loaded = read_vllm_bench_result(path);
   if (!loaded.ok()) return fail(err, loaded.error().message);
   const VllmBenchResult& measured = loaded.value();
-  Result<RunConfig> resolved = replay_config(vm, measured, path);
+  Result<RunConfig> resolved = vllm_replay_config(vm, measured, path);
   if (!resolved.ok()) return fail(err, resolved.error().message);
   const RunConfig& config = resolved.value();
   // Before the replay: the simulated file may replace neither the measured one nor the database.

@@ -6,7 +6,6 @@
 #include <functional>
 #include <sstream>
 
-#include <nlopt.h>
 
 #include "analysis/calibration/vllm_validate.h"
 #include "analysis/storage/database.h"
@@ -24,12 +23,13 @@ struct Key {
 };
 constexpr Key kKeys[] = {
     {"step_us", &EngineProfile::step, 20000},
-    {"step_per_seq_us", &EngineProfile::step_per_seq, 200},
     {"request_us", &EngineProfile::request, 500000},
 };
-constexpr size_t kDims = std::size(kKeys);
 
 std::string us(double seconds) { return format_number(seconds * 1e6); }
+
+// One decimal: what a file a person reads needs.
+std::string rounded(double x) { return format_number(std::round(x * 10) / 10); }
 
 // The whole profile as an engine file (every key, microseconds).
 std::string profile_text(const EngineProfile& e) {
@@ -64,12 +64,17 @@ Means weighted_means(const std::vector<VllmBenchRequest>& records, const std::ve
 
 class Problem {
  public:
+  // Two numbers per file (mean TTFT and ITL) fit two keys: step_us and request_us;
+  // step_per_seq_us keeps the start's value.
   Problem(const EngineProfile& start, const std::vector<EngineFitSource>& sources, const EngineFitOptions& o)
-      : start_(start), sources_(sources), options_(o) {}
+      : start_(start), sources_(sources), options_(o), keys_{&kKeys[0], &kKeys[1]} {}
+
+  size_t dims() const { return keys_.size(); }
+  const Key& key(size_t k) const { return *keys_[k]; }
 
   EngineProfile at(const double* x) const {
     EngineProfile e = start_;
-    for (size_t k = 0; k < kDims; ++k) e.*(kKeys[k].field) = x[k] * 1e-6;
+    for (size_t k = 0; k < dims(); ++k) e.*(keys_[k]->field) = x[k] * 1e-6;
     return e;
   }
 
@@ -129,51 +134,47 @@ class Problem {
     return l;
   }
 
-  // BOBYQA from x0 over the fitting half weighted by `weights`.
-  Result<std::vector<double>> minimise(std::vector<double> x0, const std::vector<std::vector<double>>& weights,
-                                       int max_evaluations, std::string* result) {
-    nlopt_opt opt = nlopt_create(NLOPT_LN_BOBYQA, kDims);
-    double lower[kDims], upper[kDims], step[kDims];
-    for (size_t k = 0; k < kDims; ++k) {
-      lower[k] = 0;
-      upper[k] = kKeys[k].high;
-      step[k] = std::max(x0[k] * 0.5, kKeys[k].high * 0.01);
+  // The fit of the fitting half weighted by `weights`, from x0 = (step_us, request_us): step_us
+  // by bisection on the mean inter-token latency (it grows with step_us, the API server's time
+  // leaves it alone), then request_us in closed form (it adds to every TTFT), twice over.
+  Result<std::vector<double>> solve(std::vector<double> x, const std::vector<std::vector<double>>& weights) {
+    for (int round = 0; round < 2; ++round) {
+      auto itl_gap = [&](double step) -> Result<double> {
+        std::vector<double> at = {step, x[1]};
+        auto sim = replay(at.data());
+        if (!sim.ok()) return sim.error();
+        auto e = errors(sim.value(), 0, weights);
+        if (!e.ok()) return e.error();
+        double g = 0;
+        for (const EngineFitError& f : e.value()) g += std::log(f.itl_simulated / f.itl_measured);
+        return g;
+      };
+      double lo = 0, hi = kKeys[0].high;
+      auto glo = itl_gap(lo), ghi = itl_gap(hi);
+      if (!glo.ok()) return glo.error();
+      if (!ghi.ok()) return ghi.error();
+      if (glo.value() >= 0) {
+        x[0] = lo;
+      } else if (ghi.value() <= 0) {
+        x[0] = hi;
+      } else {
+        while (hi - lo > 1) {  // to a microsecond
+          const double mid = 0.5 * (lo + hi);
+          auto g = itl_gap(mid);
+          if (!g.ok()) return g.error();
+          (g.value() < 0 ? lo : hi) = mid;
+        }
+        x[0] = 0.5 * (lo + hi);
+      }
+      auto sim = replay(x.data());
+      if (!sim.ok()) return sim.error();
+      auto e = errors(sim.value(), 0, weights);
+      if (!e.ok()) return e.error();
+      double shift = 0;
+      for (const EngineFitError& f : e.value()) shift += (f.ttft_measured - f.ttft_simulated) * 1e6;
+      x[1] = std::clamp(x[1] + shift / static_cast<double>(e.value().size()), 0.0, kKeys[1].high);
     }
-    nlopt_set_lower_bounds(opt, lower);
-    nlopt_set_upper_bounds(opt, upper);
-    nlopt_set_initial_step(opt, step);
-    nlopt_set_xtol_rel(opt, 1e-3);
-    nlopt_set_maxeval(opt, max_evaluations);
-    struct State {
-      Problem* p;
-      const std::vector<std::vector<double>>* w;
-      std::string failure;
-    } state{this, &weights, ""};
-    nlopt_set_min_objective(
-        opt,
-        [](unsigned, const double* x, double*, void* data) -> double {
-          auto* s = static_cast<State*>(data);
-          if (!s->failure.empty()) return HUGE_VAL;
-          auto sim = s->p->replay(x);
-          if (!sim.ok()) {
-            s->failure = sim.error().message;
-            return HUGE_VAL;
-          }
-          auto e = s->p->errors(sim.value(), 0, *s->w);
-          if (!e.ok()) {
-            s->failure = e.error().message;
-            return HUGE_VAL;
-          }
-          return loss(e.value());
-        },
-        &state);
-    for (size_t k = 0; k < kDims; ++k) x0[k] = std::clamp(x0[k], lower[k], upper[k]);
-    double best = 0;
-    const nlopt_result code = nlopt_optimize(opt, x0.data(), &best);
-    nlopt_destroy(opt);
-    if (!state.failure.empty()) return Error{state.failure};
-    if (result != nullptr) *result = nlopt_result_to_string(code);
-    return x0;
+    return x;
   }
 
   int evaluations() const { return evaluations_; }
@@ -182,6 +183,7 @@ class Problem {
   const EngineProfile& start_;
   const std::vector<EngineFitSource>& sources_;
   const EngineFitOptions& options_;
+  std::vector<const Key*> keys_;
   int evaluations_ = 0;
 };
 
@@ -220,14 +222,15 @@ Result<EngineFit> fit_engine(const EngineProfile& start, const std::vector<Engin
                              const EngineFitOptions& options) {
   Problem p(start, sources, options);
   std::vector<double> x0;
-  for (const Key& k : kKeys) x0.push_back(start.*(k.field) * 1e6);
+  for (size_t k = 0; k < p.dims(); ++k) x0.push_back(start.*(p.key(k).field) * 1e6);
   EngineFit fit;
   auto before = p.replay(x0.data());
   if (!before.ok()) return before.error();
   auto held_before = p.errors(before.value(), 1);
   if (!held_before.ok()) return held_before.error();
   fit.held_out_start = held_before.value();
-  auto best = p.minimise(x0, {}, 200, &fit.result);
+  auto best = p.solve(x0, {});
+  fit.result = "bisection on ITL, TTFT shift";
   if (!best.ok()) return best.error();
   const std::vector<double> x = best.value();
   fit.fitted = p.at(x.data());
@@ -235,20 +238,20 @@ Result<EngineFit> fit_engine(const EngineProfile& start, const std::vector<Engin
   if (!after.ok()) return after.error();
   fit.fit_half = p.errors(after.value(), 0).value();
   fit.held_out = p.errors(after.value(), 1).value();
-  std::vector<std::vector<double>> draws(kDims);
+  std::vector<std::vector<double>> draws(p.dims());
   uint64_t state = options.seed;
   for (int b = 0; b < options.bootstrap; ++b) {
-    auto r = p.minimise(x, resample(sources, state), 60, nullptr);
+    auto r = p.solve(x, resample(sources, state));
     if (!r.ok()) return r.error();
-    for (size_t k = 0; k < kDims; ++k) draws[k].push_back(r.value()[k]);
+    for (size_t k = 0; k < p.dims(); ++k) draws[k].push_back(r.value()[k]);
   }
-  for (size_t k = 0; k < kDims; ++k) {
-    EngineFitKey key{kKeys[k].name, x0[k], x[k], x[k], x[k], false};
+  for (size_t k = 0; k < p.dims(); ++k) {
+    EngineFitKey key{p.key(k).name, x0[k], x[k], x[k], x[k], false};
     if (!draws[k].empty()) {
       key.low = percentile(draws[k], 0.025);
       key.high = percentile(draws[k], 0.975);
     }
-    key.at_bound = x[k] <= kKeys[k].high * 1e-3 || x[k] >= kKeys[k].high * (1 - 1e-3);
+    key.at_bound = x[k] <= p.key(k).high * 1e-3 || x[k] >= p.key(k).high * (1 - 1e-3);
     fit.keys.push_back(key);
   }
   fit.evaluations = p.evaluations();
@@ -262,8 +265,7 @@ std::string engine_file_text(const std::string& start_text, const EngineFit& fit
   for (const EngineFitError& e : fit.held_out) head << "#   " << e.file << "\n";
   head << "# held out (odd positions): ";
   for (const EngineFitError& e : fit.held_out) {
-    head << "TTFT " << format_number(100 * e.ttft_error()) << " %, ITL " << format_number(100 * e.itl_error())
-         << " %; ";
+    head << "TTFT " << rounded(100 * e.ttft_error()) << " %, ITL " << rounded(100 * e.itl_error()) << " %; ";
   }
   head << "\n";
   std::istringstream in(start_text);
@@ -273,15 +275,15 @@ std::string engine_file_text(const std::string& start_text, const EngineFit& fit
     const std::string key = line.substr(0, line.find_first_of(" =\t"));
     for (size_t k = 0; k < fit.keys.size(); ++k) {
       if (key == fit.keys[k].name) {
-        line = key + " = " + format_number(fit.keys[k].value) + "   # fitted; 95 % range " +
-               format_number(fit.keys[k].low) + " to " + format_number(fit.keys[k].high);
+        line = key + " = " + rounded(fit.keys[k].value) + "   # fitted; 95 % range " + rounded(fit.keys[k].low) +
+               " to " + rounded(fit.keys[k].high);
         written[k] = true;
       }
     }
     body << line << "\n";
   }
   for (size_t k = 0; k < fit.keys.size(); ++k) {
-    if (!written[k]) body << fit.keys[k].name << " = " << format_number(fit.keys[k].value) << "   # fitted\n";
+    if (!written[k]) body << fit.keys[k].name << " = " << rounded(fit.keys[k].value) << "   # fitted\n";
   }
   return head.str() + body.str();
 }

@@ -1,11 +1,12 @@
 // Fitting an engine file's host terms (backends/engine_profile.h) to end-to-end measurements:
 // `vllm bench serve --save-result --save-detailed` files, each replayed through the simulator as
-// `sim validate --vllm-result` replays it. The host time per iteration (step_us), per scheduled
-// request (step_per_seq_us) and the API server's time per request (request_us) are searched with
-// NLopt's BOBYQA to minimise, over the files, the squared log ratios of simulated to measured mean
-// TTFT and mean inter-token latency of the requests at even positions in each file; the requests
-// at odd positions are held out and their errors reported. A bootstrap over the fitting requests
-// (each resample refitted) gives every value its 95 % range.
+// `sim validate --vllm-result` replays it. Two terms, two numbers per file: the host time per
+// iteration (step_us), found by bisection so that the replays' mean inter-token latency is the
+// measured one (it grows with step_us; the API server's time leaves it alone), and the API
+// server's time per request (request_us), which adds to every TTFT and so is solved in closed form
+// from the mean TTFT; twice over, as each moves the other a little. The fit uses the requests at
+// even positions in each file; those at odd positions are held out and their errors reported. A
+// bootstrap over the fitting requests (each resample refitted) gives each value its 95 % range.
 #pragma once
 
 #include <cstdint>
@@ -36,7 +37,7 @@ struct EngineFitOptions {
 };
 
 struct EngineFitKey {
-  std::string name;     // the file's key: step_us, step_per_seq_us, request_us
+  std::string name;     // the file's key: step_us, request_us
   double start = 0, value = 0, low = 0, high = 0;  // microseconds; the 95 % range
   bool at_bound = false;
 };
@@ -54,7 +55,7 @@ struct EngineFit {
   std::vector<EngineFitKey> keys;
   std::vector<EngineFitError> fit_half, held_out_start, held_out;  // per file
   int evaluations = 0;
-  std::string result;  // NLopt's result name
+  std::string result;  // how the values were found
 };
 
 // Fits `start`'s host terms to the sources. Errors: a replay that fails, no successful request in a

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <memory>
 
 #include "backends/engine_profile.h"
@@ -160,6 +161,40 @@ TEST_F(EngineFile, AClosedLoopWaitsForTheResponse) {
   const double finished_a = std::stod(query("SELECT finished FROM requests WHERE id = 'a'"));
   const double sent_b = std::stod(query("SELECT arrival FROM requests WHERE id = 'b'"));
   EXPECT_NEAR(sent_b, finished_a, 1e-9);
+}
+
+}  // namespace
+}  // namespace servesim::testing
+
+namespace servesim::testing {
+namespace {
+
+// `sim calibrate --vllm-result`: a file made by replaying the test requests under a known engine
+// (step_us 700, request_us 9000) is fitted back from the default preset's values, and the
+// held-out requests' means come within a few percent.
+TEST_F(EngineFile, CalibrateRecoversTheHostTermsOfAKnownEngine) {
+  const std::string base = SERVESIM_PROJECT_DIR "/tests/data/vllm/base.json";
+  std::string truth;
+  std::ifstream preset(SERVESIM_PROJECT_DIR "/data/engines/vllm-0.33.toml");
+  for (std::string line; std::getline(preset, line);) {
+    const std::string key = line.substr(0, line.find(' '));
+    truth += key == "step_us" ? "step_us = 700\n" : key == "request_us" ? "request_us = 9000\n" : line + "\n";
+  }
+  const std::string engine = write("truth.toml", truth);
+  const Outcome made = sim({"validate", "--vllm-result", base, "--engine", engine, "--write-simulated", "m.json"});
+  ASSERT_EQ(made.status, 0) << made.output;
+  const Outcome fit = sim({"calibrate", "--vllm-result", "m.json", "--out", "fit.toml", "--bootstrap", "3"});
+  ASSERT_EQ(fit.status, 0) << fit.output;
+  EXPECT_NE(fit.output.find("Held-out requests"), std::string::npos) << fit.output;
+  Result<EngineProfile> e = load_engine_profile((dir_ / "fit.toml").string());
+  ASSERT_TRUE(e.ok()) << e.error().message;
+  EXPECT_NEAR(e.value().step * 1e6, 700, 35) << fit.output;
+  EXPECT_NEAR(e.value().request * 1e6, 9000, 900) << fit.output;
+  // Bad input: no --out, a missing file.
+  EXPECT_EQ(sim({"calibrate", "--vllm-result", "m.json"}).status, 2);
+  const Outcome missing = sim({"calibrate", "--vllm-result", "nope.json", "--out", "x.toml"});
+  EXPECT_EQ(missing.status, 2);
+  EXPECT_NE(missing.output.find("nope.json"), std::string::npos) << missing.output;
 }
 
 }  // namespace

@@ -220,32 +220,10 @@ Status write_and_print(const CalibrationFit& fit, const CalibrationOptions& cali
 std::string hardware_toml(const HardwareSpec& hw, const std::string& header) {
   std::ostringstream s;
   s << header;
-  s << "name = " << quoted(hw.name) << "\n"
-    << "memory_gib = " << number(hw.memory_bytes / (1024.0 * 1024 * 1024)) << "\n"
-    << "memory_bandwidth_gbs = " << number(hw.memory_bandwidth / 1e9) << "\n"
-    << "fp16_tflops = " << number(hw.fp16_flops / 1e12) << "\n"
-    << "fp8_tflops = " << number(hw.fp8_flops / 1e12) << "\n";
-  if (hw.fp4_flops > 0) s << "fp4_tflops = " << number(hw.fp4_flops / 1e12) << "\n";
-  if (hw.int8_ops > 0) s << "int8_tops = " << number(hw.int8_ops / 1e12) << "\n";
-  s << "fp32_tflops = " << number(hw.fp32_flops / 1e12) << "\n"
-    << "bf16 = " << (hw.bf16 ? "true" : "false") << "\n"
-    << "interconnect_gbs = " << number(hw.interconnect_bandwidth / 1e9) << "\n"
-    << "interconnect_latency_us = " << number(hw.interconnect_latency * 1e6) << "\n"
-    << "gemm_efficiency = " << number(hw.gemm_efficiency) << "\n";
-  if (hw.fp8_gemm_efficiency > 0) s << "fp8_gemm_efficiency = " << number(hw.fp8_gemm_efficiency) << "\n";
-  if (hw.fp4_gemm_efficiency > 0) s << "fp4_gemm_efficiency = " << number(hw.fp4_gemm_efficiency) << "\n";
-  if (hw.int8_gemm_efficiency > 0) s << "int8_gemm_efficiency = " << number(hw.int8_gemm_efficiency) << "\n";
-  s << "memory_efficiency = " << number(hw.memory_efficiency) << "\n"
-    << "attention_efficiency = " << number(hw.attention_efficiency) << "\n"
-    << "prefill_attention_efficiency = " << number(hw.prefill_attention_efficiency) << "\n"
-    << "prefill_self_attention_efficiency = " << number(hw.prefill_self_attention_efficiency) << "\n"
-    << "overhead_us = " << number(hw.overhead * 1e6) << "\n"
-    << "gemm_half_rows = " << number(hw.gemm_half_rows) << "\n";
-  if (hw.gemm_tile_rows > 0) s << "gemm_tile_rows = " << number(hw.gemm_tile_rows) << "\n";
-  if (hw.attention_sequence_overhead > 0) {
-    s << "attention_sequence_us = " << number(hw.attention_sequence_overhead * 1e6) << "\n";
-  }
-  if (hw.price_per_hour_usd > 0) s << "price_per_hour_usd = " << number(hw.price_per_hour_usd) << "\n";
+  s << "name = " << quoted(hw.name) << "\n";
+  // Every key the file sets, fitted or not (the collectives', the network's, the prices).
+  for (const auto& [key, value] : hardware_numbers(hw)) s << key << " = " << number(value) << "\n";
+  for (const auto& [key, value] : hardware_booleans(hw)) s << key << " = " << (value ? "true" : "false") << "\n";
   if (!hw.calibration_samples.empty()) {
     s << "\n# The fitted keys' values in each bootstrap resample of the measurements: `sim --model-uncertainty`\n"
       << "# reruns a workload with each row for a band on every metric.\n[calibration]\nkeys = [";
