@@ -246,6 +246,7 @@ TEST_F(PipelineCli, ARunCountsEveryStagesGpus) {
   ASSERT_EQ(o.status, 0) << o.output;
   EXPECT_EQ(metric("completed"), 40);
   EXPECT_EQ(metric("gpus"), 16);
+  EXPECT_NE(o.output.find("1 replica x tp 8 x pp 2 = 16 GPUs (2 nodes)"), std::string::npos) << o.output;
   EXPECT_EQ(query("SELECT gpus FROM runs"), "16");
 }
 
