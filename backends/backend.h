@@ -25,6 +25,7 @@ struct BackendSetup {
   std::string hardware;                // a hardware file (resolved); "" = the backend's default
   std::string model;                   // a config.json (resolved); "" = the backend's default
   int32_t tp = 1;                      // tensor-parallel degree
+  int32_t pp = 1;                      // pipeline stages, each on tp GPUs (backends/pipeline.h)
   double gpu_memory_utilization = 0.9;
   std::string dtype;                   // weights and activations; "" = the model's torch_dtype
   std::string kv_dtype;                // KV cache; "" = dtype
@@ -81,6 +82,16 @@ class Backend {
   // backend cannot give a run's durations without its batches (engines that measure, the unit
   // backend): the replica then runs every iteration itself.
   virtual bool decode_run(const Batch& /*batch*/, DecodeDurations& /*out*/) { return false; }
+
+  // Pipeline parallelism (backends/pipeline.h): the stages one batch passes, in order; 1 = none.
+  virtual int32_t pipeline_stages() const { return 1; }
+  // Prices a batch's passage through the stages: stage[s] is its time on stage s (the first also
+  // pays the host's part of the iteration), send[s] the move of its activations from stage s to
+  // s + 1. run() is the passage through an empty pipeline: the stages and sends added up.
+  // REQUIRES: !batch.empty(); stage.size() == pipeline_stages(), send.size() == stage.size() - 1.
+  virtual void run_stages(const Batch& batch, std::span<Time> stage, std::span<Time> /*send*/) {
+    stage[0] = run(batch).duration;
+  }
 
   // What one request of `prompt_tokens` tokens pays outside the engine core (the API server's
   // tokenization and response), added to its first token and completion as its client sees them.

@@ -18,6 +18,10 @@ namespace servesim {
 
 struct MemoryOptions {
   int32_t tp = 1;
+  // Pipeline stages (backends/pipeline.h): each GPU holds its stage's layers (the first also the
+  // embedding, the last the LM head) and their KV; the replica's block count is the smallest
+  // stage's, as vLLM takes the minimum over its workers.
+  int32_t pp = 1;
   DType weights = DType::kBf16;     // the unquantized weights'
   WeightFormat format;              // the quantized layers' (method "": none, all at `weights`)
   // Sliding-window and chunked layers laid out as vLLM's --disable-hybrid-kv-cache-manager lays
@@ -48,6 +52,10 @@ struct MemoryPlan {
   double block_bytes = 0;     // one KV block id, per GPU
   KvLayout layout;
   int64_t num_blocks = 0;     // usable KV blocks per replica
+  // With pp > 1: the stage that bounds num_blocks (its weights, activations and block_bytes are
+  // the fields above), and one block id's bytes over every stage's layers, per tp rank.
+  int32_t bounding_stage = 0;
+  double pipeline_block_bytes = 0;
   double kv_bytes() const { return static_cast<double>(num_blocks) * block_bytes; }
 };
 

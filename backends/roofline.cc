@@ -310,9 +310,9 @@ RooflineBreakdown RooflineModel::price_rest(RooflineBreakdown t, double tokens, 
   }
   t.gemm = gemm;
   // RMSNorms (two per layer), SiLU-and-multiply, residual adds: activation traffic.
-  t.other = memory_time(activations) + memory_time(tokens * h * (wb + ab));  // the embedding rows read
+  t.other = memory_time(activations) + (options_.embeds ? memory_time(tokens * h * (wb + ab)) : 0);  // the embedding rows read
   // The LM head for the sequences that sample a token (logits in fp32).
-  if (emitting > 0) {
+  if (emitting > 0 && options_.samples) {
     const double vocab = static_cast<double>(m.vocab_size) / tp;
     t.lm_head = gemm_time(2 * emitting * h * vocab, h * vocab * wb + emitting * (h * ab + vocab * 4),
                           emitting);

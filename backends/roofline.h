@@ -34,6 +34,9 @@ struct RooflineOptions {
   double routing_skew = 0;
   DType kv = DType::kBf16;          // KV cache precision
   DType activations = DType::kBf16; // activation precision
+  // Pipeline parallelism (backends/pipeline.h): whether this model's layers are the first stage,
+  // which reads the embedding rows, and the last, which runs the LM head. A whole model: both.
+  bool embeds = true, samples = true;
 };
 
 // The time parts of one iteration, for tests and reports (seconds).

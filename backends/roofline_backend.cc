@@ -3,6 +3,7 @@
 #include <cassert>
 #include <utility>
 
+#include "backends/pipeline.h"
 #include "backends/specs.h"
 #include "sim/config/presets.h"
 
@@ -25,6 +26,7 @@ double RooflineBackend::rest_seconds(int64_t tokens, int64_t seqs, int64_t emitt
 }
 
 IterationResult RooflineBackend::run(const Batch& batch) {
+  if (!stages_.empty()) return run_pipeline(batch);  // roofline_stages.cc
   // One-token decodes in integer arithmetic, as a leap over a run of them (decode_run) prices them.
   DecodeDurations run;
   if (decode_run(batch, run)) return {run.at(0), run.at(0)};
@@ -36,6 +38,7 @@ IterationResult RooflineBackend::run(const Batch& batch) {
 }
 
 bool RooflineBackend::decode_run(const Batch& batch, DecodeDurations& out) {
+  if (!stages_.empty()) return false;  // a pipeline's batches are priced one by one
   RooflineModel::DecodeShape shape;
   if (!model_.decode_shape(batch, shape)) return false;
   // The rest depends on the count and the emitting decodes only: priced once per count.
@@ -105,7 +108,11 @@ Result<std::unique_ptr<Backend>> make_roofline_backend(const BackendSetup& setup
     if (!d.ok()) return Error{"kv.dtype: " + d.error().message};
     ro.kv = d.value();
   }
+  if (setup.pp > 1) {
+    if (Status s = check_pipeline_parallel(model.name, model.num_layers, setup.pp); !s.ok()) return s.error();
+  }
   MemoryOptions mo = memory_options(setup, ro.weights, ro.kv);
+  mo.pp = setup.pp;
   mo.format = ro.format;
   mo.single_group = setup.prefix_caching;
   mo.prefix_caching = setup.prefix_caching;
@@ -118,8 +125,10 @@ Result<std::unique_ptr<Backend>> make_roofline_backend(const BackendSetup& setup
     sizes = cudagraph_capture_sizes(engine.value().max_cudagraph_capture_size, setup.max_num_seqs,
                                     setup.max_num_batched_tokens);
   }
+  std::vector<RooflineModel> stages = pipeline_stage_models(hw, model, ro, setup.pp);  // roofline_stages.cc
   auto backend = std::make_unique<RooflineBackend>(RooflineModel(std::move(hw), std::move(model), ro), memory.value(),
                                                    std::move(engine.value()), std::move(sizes));
+  backend->set_pipeline(std::move(stages));
   backend->set_prefix_caching(setup.prefix_caching);
   return std::unique_ptr<Backend>(std::move(backend));
 }

@@ -65,6 +65,8 @@ po::options_description run_options() {
     ("gpu-memory-utilization", po::value<double>()->value_name("F"),
      "fraction of GPU memory for the model and KV cache (default 0.9)  [gpu_memory_utilization]")
     ("tp", po::value<int64_t>()->value_name("N"), "tensor-parallel degree (default 1)  [tp]")
+    ("pipeline-parallel-size", po::value<int64_t>()->value_name("N"),
+     "pipeline stages per replica, each on --tp GPUs, pp batches in flight (default 1; vLLM's name)  [pp]")
     ("replicas", po::value<int64_t>()->value_name("N"), "model replicas, requests routed round robin (default 1)  [replicas]")
     ("prefill-replicas", po::value<int64_t>()->value_name("N"),
      "disaggregated serving: N replicas prefill, and hand each request's KV to a decode replica after its first token  [prefill_replicas]")
@@ -139,7 +141,7 @@ Status apply_flags(const po::variables_map& vm, toml::table& table) {
       {"seed", "seed"}, {"max-num-seqs", "max_num_seqs"},
       {"max-num-batched-tokens", "max_num_batched_tokens"}, {"block-size", "kv.block_size"},
       {"max-model-len", "max_model_len"},
-      {"tp", "tp"}, {"replicas", "replicas"}, {"prefill-replicas", "prefill_replicas"},
+      {"tp", "tp"}, {"pipeline-parallel-size", "pp"}, {"replicas", "replicas"}, {"prefill-replicas", "prefill_replicas"},
       {"decode-replicas", "decode_replicas"}, {"threads", "threads"}};
   if (vm.count("replicas") != 0 && table.get_as<toml::array>("replicas") != nullptr) {
     return Error{"--replicas " + std::to_string(vm["replicas"].as<int64_t>()) +

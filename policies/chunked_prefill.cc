@@ -37,6 +37,10 @@ class ChunkedPrefillPolicy final : public Policy {
     while (i < running.size() && budget > 0) {
       Sequence* seq = running[i];
       const int32_t n = chunk(seq->num_uncomputed(), cap, budget);
+      if (n == 0) {  // as vLLM: a pipeline has its last prompt chunk or its decode in flight
+        ++i;
+        continue;
+      }
       Sequence* victim = nullptr;
       while (!kv.allocate(*seq, int64_t{seq->num_computed} + n)) {
         // Out of KV blocks: preempt (recompute) the lowest-priority running request, which under

@@ -26,6 +26,7 @@ class ContinuousPolicy final : public Policy {
     for (auto i = static_cast<size_t>(group.size); i < running.size(); ++i) {
       Sequence* seq = running[i];
       const int32_t n = seq->num_uncomputed();
+      if (n == 0) continue;  // as vLLM: a pipeline has this request's token in flight
       bool scheduled = true;
       // Preempt the most recently admitted request until seq's next block fits (paged only; with
       // kv_reserve = max the blocks were reserved at admission and this never loops).

@@ -90,6 +90,7 @@ BackendSetup backend_setup(const RunConfig& config, const std::string& hardware,
   setup.hardware = hardware;
   setup.model = model;
   setup.tp = config.tp;
+  setup.pp = config.pp;
   setup.gpu_memory_utilization = config.gpu_memory_utilization;
   setup.dtype = config.dtype;
   setup.kv_dtype = config.kv_dtype;
@@ -314,9 +315,17 @@ Status RunStages::build_group(size_t gi) {
                    ": disaggregated serving hands each request to a decode replica after its first token, "
                    "which a static batch does not let go; use continuous, chunked-prefill or prefix-cached"};
     }
+    if (config.pp > 1 && (disaggregated || p.value()->holds_finished_requests())) {
+      return Error{"pp: pipeline parallelism runs vLLM's batch queue under continuous, chunked-prefill or "
+                   "prefix-cached, without disaggregation; got " + std::string(disaggregated ? "disaggregated replicas" : "--policy " + std::string(p.value()->name()))};
+    }
     policies.push_back(std::move(p.value()));
     Result<std::unique_ptr<Backend>> b = backend->make(group_setup);
     if (!b.ok()) return b.error();
+    if (b.value()->pipeline_stages() != config.pp) {
+      return Error{"pp: the " + config.backend + " backend prices one GPU group, not " + std::to_string(config.pp) +
+                   " pipeline stages; use --backend roofline"};
+    }
     backends.push_back(std::move(b.value()));
     limits.push_back(group_limits);
   }
@@ -498,6 +507,7 @@ void RunStages::describe_run() {
   info.pid = static_cast<int64_t>(::getpid());
   info.replicas = config.replicas;
   info.tp = config.tp;
+  if (config.pp > 1) info.gpus = static_cast<int64_t>(config.replicas) * config.gpus_per_replica();
   if (mixed) describe_groups();
   info.sweep_id = env.sweep_id;
 }
@@ -513,11 +523,12 @@ void RunStages::describe_groups() {
     // "2 x h100-sxm (tp 2, prefill)"; the unit backend has no hardware: "1 prefill".
     const std::string name = preset_display_name(b.hardware_path(), PresetKind::kHardware);
     std::string notes = tp > 1 ? "tp " + std::to_string(tp) : "";
+    if (config.pp > 1) notes += (notes.empty() ? "" : ", ") + std::string("pp ") + std::to_string(config.pp);
     if (!group.role.empty() && !name.empty()) notes += (notes.empty() ? "" : ", ") + group.role;
     info.hardware += (g ? " + " : "") + std::to_string(group.count) +
                      (name.empty() ? (group.role.empty() ? "" : " " + group.role) : " x " + name) +
                      (notes.empty() ? "" : " (" + notes + ")");
-    info.gpus += static_cast<int64_t>(group.count) * tp;
+    info.gpus += static_cast<int64_t>(group.count) * config.gpus_per_replica(tp);
   }
   info.tp = groups->front().tp > 0 ? groups->front().tp : config.tp;
 }
@@ -639,7 +650,7 @@ void node_of(const RunConfig& config, const Backend& b, int32_t& gpus, double& p
 void RunStages::set_metrics_options() {
   mo.max_num_seqs = config.max_num_seqs;
   mo.replicas = config.replicas;
-  mo.tp = counts_steps ? 1 : config.tp;
+  mo.tp = counts_steps ? 1 : config.gpus_per_replica();  // GPUs per replica
   mo.slo_ttft = config.slo_ttft;
   mo.slo_tpot = config.slo_tpot;
   mo.slo_e2el = config.slo_e2el;
@@ -657,7 +668,7 @@ void RunStages::set_metrics_options() {
     const Backend& b = *backends[group_first[g]];
     ReplicaGroupShape shape;
     shape.count = (*groups)[g].count;
-    shape.tp = counts_steps ? 1 : ((*groups)[g].tp > 0 ? (*groups)[g].tp : config.tp);
+    shape.tp = counts_steps ? 1 : config.gpus_per_replica((*groups)[g].tp);  // GPUs per replica
     shape.price_per_gpu_hour = config.price_per_hour_usd >= 0 ? config.price_per_hour_usd : b.gpu_price_per_hour();
     node_of(config, b, shape.gpus_per_node, shape.node_price_per_hour, shape.price_per_gpu_hour);
     shape.hardware = b.hardware_path();

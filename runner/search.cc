@@ -21,7 +21,7 @@ std::string rate_text(double r) {
   return buf;
 }
 
-// The shape of `count` replicas at `tp` on `hardware` (the configuration's when empty), priced as
+// The shape of `count` replicas of `tp` GPUs each (tp x pp) on `hardware` (the configuration's when empty), priced as
 // the run would price them; nullopt when the hardware cannot be read.
 std::optional<ReplicaGroupShape> shape_of(const RunConfig& c, int32_t count, int32_t tp, const std::string& hardware) {
   const std::string name = !hardware.empty() ? hardware : !c.hardware.empty() ? c.hardware : kDefaultHardware;
@@ -51,10 +51,10 @@ std::optional<double> cost_before_run(const toml::table& table, const std::strin
   const RunConfig& c = resolved.value();
   std::vector<ReplicaGroupShape> shapes;
   if (c.replica_groups.empty()) {
-    if (auto s = shape_of(c, c.replicas, c.tp, "")) shapes.push_back(*s);
+    if (auto s = shape_of(c, c.replicas, c.gpus_per_replica(), "")) shapes.push_back(*s);
   }
   for (const ReplicaGroup& g : c.replica_groups) {
-    if (auto s = shape_of(c, g.count, g.tp > 0 ? g.tp : c.tp, g.hardware)) shapes.push_back(*s);
+    if (auto s = shape_of(c, g.count, c.gpus_per_replica(g.tp), g.hardware)) shapes.push_back(*s);
   }
   if (shapes.size() != std::max<size_t>(1, c.replica_groups.size())) return std::nullopt;
   const DeploymentCost cost = deployment_cost(shapes, c.price_by_node);

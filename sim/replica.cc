@@ -22,8 +22,14 @@ Replica::Replica(int32_t id, SchedulerLimits limits, int64_t max_model_len, Bloc
       backend_(std::move(backend)),
       recorders_(recorders),
       more_arrivals_(more_arrivals),
-      settled_(settled) {
+      settled_(settled),
+      depth_(std::max(backend_->pipeline_stages(), 1)) {
   batch_.items.reserve(static_cast<size_t>(limits.max_num_seqs));
+  if (depth_ > 1) {
+    stage_free_.assign(static_cast<size_t>(depth_), 0);
+    stage_time_.assign(static_cast<size_t>(depth_), 0);
+    send_time_.assign(static_cast<size_t>(depth_ - 1), 0);
+  }
 }
 
 void Replica::enqueue(Request* r, Time now) {
@@ -66,7 +72,10 @@ Time Replica::start_iteration(Time now) {
   policy_->next_batch(*this, now, batch_);
   if (!incoming_.empty() && preempted_ == 0) reserve_incoming();  // as vLLM: none after a preemption
   wake_at_ = batch_.wake_at;
-  if (batch_.empty()) return kNever;
+  if (batch_.empty()) {
+    busy_ = !in_flight_.empty();  // a pipeline waits for its oldest batch (vLLM blocks on it)
+    return kNever;
+  }
 
   record_ = IterationRecord{};
   record_.replica = id_;
@@ -83,6 +92,7 @@ Time Replica::start_iteration(Time now) {
   record_.num_seqs = static_cast<int32_t>(batch_.size());
   record_.kv_blocks_used = kv_.num_used();
   record_.kv_blocks_total = kv_.num_total();
+  if (depth_ > 1) return start_in_pipeline(now);
 
   // A batch of the decode group alone is priced as the first iteration of its run
   // (Backend::decode_run gives exactly run()'s duration, and the prediction is the duration): a leap
@@ -111,6 +121,10 @@ Time Replica::start_iteration(Time now) {
 }
 
 void Replica::finish_iteration(Time now) {
+  if (depth_ > 1) {
+    finish_pipelined(now);
+    return;
+  }
   assert(busy_);
   if (leap_count_ > 0) {
     finish_leap(now);
@@ -131,26 +145,8 @@ void Replica::finish_iteration(Time now) {
     assert(r.num_computed <= r.num_tokens());
     if (r.num_computed < r.num_tokens()) continue;  // a prompt chunk that did not finish the prompt
     // Every token is computed: the forward pass produced the next output token.
-    item.emitted = true;
     ++record_.emitted;
-    ++r.num_output;
-    if (!r.held) {
-      if (r.first_token < 0) {
-        r.first_token = client_time(r, now);
-      } else {
-        item.token_gap = now - r.last_token;
-      }
-    }
-    r.last_token = now;
-    if (r.generation_done()) {
-      leaving_.push_back(&r);
-      finish_generation(r);
-    } else if (role_ == ReplicaRole::kPrefill) {
-      // Its first token is out: the rest is decoded elsewhere, from this KV (see set_role).
-      leaving_.push_back(&r);
-      r.status = RequestStatus::kTransferring;
-      handoffs_->push_back(r.slot);
-    }
+    emit_token(item, r, now);
   }
   if (!leaving_.empty()) drop_leaving();
   // What is left of the group stays one. So does a group the policy took and then dropped (its
@@ -163,6 +159,28 @@ void Replica::finish_iteration(Time now) {
   for (Recorder* rec : recorders_) rec->on_iteration(record_, batch_.items);
   ++step_;
   busy_ = false;
+}
+
+void Replica::emit_token(BatchItem& item, Request& r, Time now) {
+  item.emitted = true;
+  ++r.num_output;
+  if (!r.held) {
+    if (r.first_token < 0) {
+      r.first_token = client_time(r, now);
+    } else {
+      item.token_gap = now - r.last_token;
+    }
+  }
+  r.last_token = now;
+  if (r.generation_done()) {
+    leaving_.push_back(&r);
+    finish_generation(r);
+  } else if (role_ == ReplicaRole::kPrefill) {
+    // Its first token is out: the rest is decoded elsewhere, from this KV (see set_role).
+    leaving_.push_back(&r);
+    r.status = RequestStatus::kTransferring;
+    handoffs_->push_back(r.slot);
+  }
 }
 
 void Replica::drop_leaving() {

@@ -70,8 +70,25 @@ class Replica final : public ReplicaView {
   // REQUIRES: r was reserved here.
   void receive(Request* r, Time now);
 
+  // Whether the replica cannot take a batch now: its iteration is in flight; with pipeline stages
+  // (Backend::pipeline_stages() > 1), pp batches are in flight, or it formed an empty batch with
+  // some in flight and waits for one to complete (see start_iteration).
   bool busy() const { return busy_; }
-  // Asks the policy for a batch at `now` and starts it. Returns the iteration's end time, or kNever
+  // Asks the policy for a batch at `now` and starts it.
+  //
+  // Pipeline parallelism (pp = Backend::pipeline_stages() > 1), as vLLM's engine with its batch
+  // queue (EngineCore.step_with_batch_queue, max_concurrent_batches = pp): up to pp batches are in
+  // flight. After a batch starts with fewer than pp in flight the replica may take the next at once
+  // (the simulator asks again at the same instant); after an empty batch with some in flight it
+  // waits for the oldest to complete, as vLLM's engine blocks on it. As vLLM's scheduler, a batch
+  // advances its requests' num_computed when it starts, so that the next chunk of a prompt may go
+  // into the next batch, while a request whose token is in flight has nothing to compute and is
+  // skipped until its batch completes. Each batch passes the stages in order: it enters stage s
+  // when it left stage s - 1 (and its activations arrived) and stage s is free; the returned end is
+  // when it leaves the last stage, and the batches complete (finish_iteration) in the order they
+  // started. A request preempted while a batch of it is in flight loses that batch's output (vLLM
+  // 0.33 delivers the token and holds the request's resumption until it arrives; servesim drops
+  // it and lets it resume at once). Decode groups and leaps are off with a pipeline. Returns the iteration's end time, or kNever
   // if the batch was empty (then wake_at() says when the policy wants to be asked again) or the
   // iteration would end past the simulation horizon (then failure() says so, and the run must stop).
   // REQUIRES: !busy()
@@ -101,8 +118,12 @@ class Replica final : public ReplicaView {
   // Why the replica cannot go on ("" while it can).
   const std::string& failure() const { return failure_; }
   Time wake_at() const { return wake_at_; }
-  // Applies the running iteration's results at its end time `now`. REQUIRES: busy()
+  // Applies the running iteration's results at its end time `now` (with pipeline stages: the
+  // oldest batch in flight's). REQUIRES: an iteration in flight.
   void finish_iteration(Time now);
+  // Pipeline stages (1: none), and the batches in flight.
+  int32_t pipeline_stages() const { return depth_; }
+  size_t batches_in_flight() const { return depth_ > 1 ? in_flight_.size() : (busy_ ? 1 : 0); }
   // Brings the decode group's members' num_computed, num_output and last_token up to date (they
   // lag while the group runs; see Sequence::group_ticket), for a reader outside the replica: the
   // requests logged unfinished when a run stops.
@@ -144,6 +165,12 @@ class Replica final : public ReplicaView {
   Time client_time(const Request& r, Time now) const;
   // Its last token is out: frees its KV blocks and, unless its response is held, completes it.
   void finish_generation(Request& r);
+  // Pipeline stages (replica_pipeline.cc): the batch just formed passes the stages (returns its
+  // end, or kNever past the horizon); the oldest batch in flight completes at `now`; an item's
+  // output token at `now` (shared with finish_iteration).
+  Time start_in_pipeline(Time now);
+  void finish_pipelined(Time now);
+  void emit_token(BatchItem& item, Request& r, Time now);
   // Takes the requests in leaving_ (done, or handed off) out of running_: by their pointers when
   // leaving_ is in running order (as a rule: the group's members, then the items), by their status
   // otherwise.
@@ -216,6 +243,17 @@ class Replica final : public ReplicaView {
   int64_t step_ = 0;
   int32_t preempted_ = 0;    // preemptions while forming the batch in progress
   bool busy_ = false;
+  // Pipeline stages (see start_iteration): the batches in flight, oldest first, each with its
+  // record and its items' requests' preemption counts when it started; when each stage is free.
+  const int32_t depth_;
+  struct InFlight {
+    Batch batch;
+    IterationRecord record;
+    std::vector<int32_t> preemptions;
+  };
+  std::deque<InFlight> in_flight_;
+  std::vector<InFlight> spare_;  // finished ones, their buffers reused
+  std::vector<Time> stage_free_, stage_time_, send_time_;
   // The decode group: running_[0, group_size_) decode in step, each having emitted its last token
   // at group_end_ (see schedule_decode_group). Kept up to date between iterations: it only grows
   // when asked for, and is forgotten when an iteration ran without it.

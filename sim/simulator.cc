@@ -209,6 +209,8 @@ void Simulator::schedule_idle(Time now) {
     Replica& rep = *replicas_[i];
     if (rep.busy()) continue;
     starting_.push_back({i, rep.start_iteration(now)});
+    // A pipeline takes the next batch at once while it has room (vLLM's batch queue).
+    while (starting_.back().end != kNever && !rep.busy()) starting_.push_back({i, rep.start_iteration(now)});
     if (!rep.failure().empty() && failure_.empty()) failure_ = rep.failure();
   }
   touched_.clear();

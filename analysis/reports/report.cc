@@ -210,8 +210,12 @@ void print_run_lines(std::ostream& out, const SummaryHeader& header, const std::
   if (!unit || header.replicas > 1) {
     const double* gpus = find(metrics, "gpus");
     const double* groups = find(metrics, "replica_groups");
+    // Pipeline stages: the GPUs beyond replicas x tp (runs store gpus = replicas x tp x pp).
+    const double per_tp = static_cast<double>(header.replicas) * header.tp;
+    const double pp = gpus && per_tp > 0 ? *gpus / per_tp : 1;
+    const std::string stages = pp > 1 && pp == std::floor(pp) ? " x pp " + integer(pp) : "";
     const std::string shape = groups ? " in " + integer(*groups) + " groups (see hardware)"
-                                     : " x tp " + std::to_string(header.tp);
+                                     : " x tp " + std::to_string(header.tp) + stages;
     line(out, "Deployment:",
          std::to_string(header.replicas) + (header.replicas == 1 ? " replica" : " replicas") +
              (unit ? "" : shape + " = " + (gpus ? integer(*gpus) : std::to_string(header.replicas * header.tp)) +

@@ -176,6 +176,7 @@ void read_top_level(OptionReader& top, const toml::table& table, RunConfig& c) {
   c.dtype = top.choice("dtype", "", {"fp16", "bf16", "fp32", "fp8", "int8", "int4", "fp4", "float16", "bfloat16", "float32"});
   c.gpu_memory_utilization = top.number("gpu_memory_utilization", c.gpu_memory_utilization, 0.01, 1.0);
   c.tp = static_cast<int32_t>(top.integer("tp", c.tp, 1, 1024));
+  c.pp = static_cast<int32_t>(top.integer("pp", c.pp, 1, 1024));
   c.enforce_eager = top.boolean("enforce_eager", c.enforce_eager);
   if (table.contains("async_scheduling")) {
     c.async_scheduling = top.boolean("async_scheduling", true) ? 1 : 0;
@@ -550,6 +551,7 @@ void deployment_to_toml(const RunConfig& c, toml::table& t) {
   if (!c.dtype.empty()) t.insert("dtype", c.dtype);
   t.insert("gpu_memory_utilization", c.gpu_memory_utilization);
   t.insert("tp", c.tp);
+  if (c.pp != 1) t.insert("pp", c.pp);
   if (c.enforce_eager) t.insert("enforce_eager", true);
   if (c.async_scheduling >= 0) t.insert("async_scheduling", c.async_scheduling == 1);
   if (c.replica_groups.empty()) {

@@ -38,6 +38,8 @@
 //                                                         instead of the model's: 1, 0, -, sliding, 0
 //   gpu_memory_utilization       --gpu-memory-utilization 0.9
 //   tp                           --tp N                   1
+//   pp                           --pipeline-parallel-size N  1: pipeline stages per replica, each on
+//                                                         tp GPUs (backends/pipeline.h); roofline only
 //   replicas                     --replicas N             1
 //   [[replicas]] count, hardware, tp, role, max_num_seqs, max_num_batched_tokens, [replicas.policy]
 //                                                         groups of replicas (mixed hardware;
@@ -147,6 +149,9 @@ struct RunConfig {
   int64_t kv_blocks = -1;              // KV blocks per replica; -1: from the backend
   double gpu_memory_utilization = 0.9; // fraction of device memory for weights, activations, KV
   int32_t tp = 1;                      // tensor-parallel degree
+  int32_t pp = 1;                      // pipeline-parallel stages (vLLM's --pipeline-parallel-size)
+  // GPUs one replica takes (of the run's tp, or a group's).
+  int32_t gpus_per_replica(int32_t group_tp = 0) const { return (group_tp > 0 ? group_tp : tp) * pp; }
   int32_t replicas = 1;                // in all (the groups' counts added up, when there are groups)
   // Mixed hardware: groups of replicas, each with its own GPU and tensor parallelism, in this order
   // (replicas 0 .. count-1 are the first group's). Empty: `replicas` replicas of `hardware` at `tp`.
