@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <string>
 
+#include "backends/collectives.h"
+
 namespace servesim {
 
 std::vector<int64_t> pp_partition(int64_t num_layers, int64_t pp) {
@@ -47,15 +49,10 @@ double pipeline_send_seconds(const HardwareSpec& hw, int64_t tp, int64_t from, d
   for (int64_t t = 0; t < tp && gpn > 0; ++t) {
     crosses = crosses || (from * tp + t) / gpn != ((from + 1) * tp + t) / gpn;
   }
-  const bool network = crosses && hw.network_bandwidth > 0;
-  const double bandwidth = network ? hw.network_bandwidth : hw.interconnect_bandwidth;
-  const double latency = network ? std::max(hw.network_latency, 0.0) : hw.interconnect_latency;
-  const double share = bytes / static_cast<double>(tp);
-  double seconds = latency + (bandwidth > 0 ? share / bandwidth : 0);
-  if (tp > 1 && hw.interconnect_bandwidth > 0) {
-    const double t = static_cast<double>(tp);
-    seconds += hw.interconnect_latency + (t - 1) / t * bytes / hw.interconnect_bandwidth;
-  }
+  // Each rank sends its 1/tp share point to point (backends/collectives.h: NVLink within a node,
+  // the NIC across); the next stage's ranks all-gather the shares.
+  double seconds = send_recv_time(hw, bytes / static_cast<double>(tp), crosses);
+  if (tp > 1) seconds += collective_time(hw, Collective::kAllGather, bytes, tp);  // the gathered size
   return seconds;
 }
 

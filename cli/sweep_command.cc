@@ -91,7 +91,8 @@ Result<SweepSpec> resumed_spec(const po::variables_map& vm, SweepOptions& option
   const po::options_description run = run_options();
   for (const auto& option : run.options()) {
     const std::string name = option->long_name();
-    if (name != "db" && name != "help" && name != "quiet" && vm.count(name) != 0) {
+    // A switch (--enforce-eager) is always in vm, false unless given.
+    if (name != "db" && name != "help" && name != "quiet" && vm.count(name) != 0 && !vm[name].defaulted()) {
       return Error{"--resume reruns the sweep as it was defined; it takes no run options (--" + name +
                    "): start a new sweep for another configuration"};
     }

@@ -17,6 +17,7 @@ enum class EventKind : uint8_t {
   kArrival,       // a dependent request arrives (its parents finished, plus think time)
   kSend,          // a request held by max_concurrency is sent: a slot came free
   kTransferEnd,   // a request's KV has moved from its prefill replica to its decode replica
+  kRelease,       // a client has a response: its max_concurrency slot comes free
 };
 
 struct Event {

@@ -142,20 +142,28 @@ void Simulator::send(Request& r, Time now) {
   touch(target);
 }
 
+void Simulator::release_slot(Time now) {
+  --in_flight_;
+  if (held_.empty()) return;
+  // Sent through the event queue, so that the scheduling at `now` sees it even when this runs
+  // after the replicas formed their batches.
+  events_.push(now, EventKind::kSend, held_.front());
+  held_.pop_front();
+  ++in_flight_;  // its slot is taken now
+}
+
 void Simulator::settle_dependents(Time now) {
   // Looping by index: a rejected child is settled here too, and its own children follow.
   for (size_t k = 0; k < settled_.size(); ++k) {
     const auto p = static_cast<size_t>(settled_[k]);
     const Request& parent = requests_[p];
-    if (parent.replica >= 0) {  // it was sent: its slot is free, for the next request held
-      --in_flight_;
-      if (!held_.empty()) {
-        // Sent when the client has the response (the API server's time after the engine's, see
-        // Backend::request_overhead), through the event queue, so that the scheduling at `now`
-        // sees it even when this runs after the replicas formed their batches.
-        events_.push(std::max(now, parent.finished), EventKind::kSend, held_.front());
-        held_.pop_front();
-        ++in_flight_;  // its slot is taken now
+    if (parent.replica >= 0) {
+      // It was sent: its slot comes free for the next request held when its client has the
+      // response (the API server's time after the engine's, Backend::request_overhead).
+      if (parent.finished > now) {
+        events_.push(parent.finished, EventKind::kRelease, 0);
+      } else {
+        release_slot(now);
       }
     }
     if (stream_ != nullptr) {
@@ -294,6 +302,9 @@ void Simulator::dispatch(const Event& e, Time now) {
     case EventKind::kSend:
       --in_flight_;  // send() takes the slot reserved for it
       send(requests_[t], now);
+      break;
+    case EventKind::kRelease:
+      release_slot(now);
       break;
   }
 }

@@ -159,6 +159,8 @@ class Simulator {
   void start_transfers(Time now);
   void end_transfer(int32_t slot, Time now);
   void settle_dependents(Time now);
+  // A request's max_concurrency slot is free: the next request held is sent.
+  void release_slot(Time now);
   void schedule_idle(Time now);
   // The earliest time at which something from outside may reach replica i, which is idle at `now`
   // and about to start an iteration (see schedule_idle).
