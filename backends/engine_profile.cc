@@ -10,14 +10,14 @@
 namespace servesim {
 namespace {
 
-constexpr double kMicro = 1e-6;  // us -> s
+constexpr double kEngineUnit = 1e-6;  // us -> s
 
-struct NumberKey {
+struct EngineKey {
   std::string_view key;
   double max;  // every key is in [0, max] microseconds
   double EngineProfile::*field;
 };
-constexpr NumberKey kNumbers[] = {
+constexpr EngineKey kEngineKeys[] = {
     {"graph_launch_us", 1e5, &EngineProfile::graph_launch},
     {"piecewise_layer_us", 1e4, &EngineProfile::piecewise_layer},
     {"eager_layer_us", 1e4, &EngineProfile::eager_layer},
@@ -64,10 +64,10 @@ Result<EngineProfile> load_engine_profile(const std::string& path) {
   auto capture = f.integer("max_cudagraph_capture_size", 0, 1 << 20);
   if (!capture) return capture.error();
   if (capture.value()) e.max_cudagraph_capture_size = static_cast<int32_t>(*capture.value());
-  for (const NumberKey& n : kNumbers) {
+  for (const EngineKey& n : kEngineKeys) {
     auto v = f.number(n.key, 0, true, n.max);
     if (!v) return v.error();
-    if (v.value()) e.*(n.field) = *v.value() * kMicro;
+    if (v.value()) e.*(n.field) = *v.value() * kEngineUnit;
   }
   if (const toml::node* async = root.get("async_scheduling")) {
     const auto* b = async->as_boolean();
