@@ -26,6 +26,10 @@ struct BackendSetup {
   std::string model;                   // a config.json (resolved); "" = the backend's default
   int32_t tp = 1;                      // tensor-parallel degree
   int32_t pp = 1;                      // pipeline stages, each on tp GPUs (backends/pipeline.h)
+  // Data-parallel ranks of the replica this backend prices one of: a mixture's MoE layers span
+  // dp x tp GPUs, experts whole among them (all-to-all) when expert_parallel, else split.
+  int32_t dp = 1;
+  bool expert_parallel = false;
   double gpu_memory_utilization = 0.9;
   std::string dtype;                   // weights and activations; "" = the model's torch_dtype
   std::string kv_dtype;                // KV cache; "" = dtype
@@ -96,6 +100,10 @@ class Backend {
   // What one request of `prompt_tokens` tokens pays outside the engine core (the API server's
   // tokenization and response), added to its first token and completion as its client sees them.
   virtual Time request_overhead(int32_t /*prompt_tokens*/) const { return 0; }
+
+  // Whether this backend prices one data-parallel rank of a mixture of experts whose ranks step
+  // together (SimOptions::lockstep): its MoE layers are priced for every rank's tokens.
+  virtual bool steps_with_ranks() const { return false; }
 
   // KV blocks of `block_size` tokens this backend's device holds, or -1 for unlimited.
   virtual int64_t kv_blocks(int32_t block_size) const = 0;

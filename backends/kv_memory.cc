@@ -28,7 +28,8 @@ MemoryPlan plan(const HardwareSpec& hw, const ModelSpec& m, const MemoryOptions&
   const double ab = dtype_bytes(dtype_bytes(o.weights) < 2 ? DType::kBf16 : o.weights);
   p.budget = hw.memory_bytes * o.gpu_memory_utilization;
   p.weights = weights >= 0 ? weights
-                           : m.weight_bytes_per_gpu(o.format.method.empty() ? weight_format_of(o.weights) : o.format, tp);
+                           : m.weight_bytes_per_gpu(o.format.method.empty() ? weight_format_of(o.weights) : o.format, tp,
+                                                    o.moe_world);
   // The profiling pass: max_num_batched_tokens tokens through one layer at a time (hidden state,
   // residual, QKV, gate/up and SiLU output); then the sampler's dummy run over max_num_seqs rows
   // of logits, gathered to the whole vocabulary on every GPU (vLLM's _dummy_sampler_run, top-k

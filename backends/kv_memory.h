@@ -22,6 +22,7 @@ struct MemoryOptions {
   // embedding, the last the LM head) and their KV; the replica's block count is the smallest
   // stage's, as vLLM takes the minimum over its workers.
   int32_t pp = 1;
+  int32_t moe_world = 0;            // GPUs a mixture's experts are split over (dp x tp); 0: tp
   DType weights = DType::kBf16;     // the unquantized weights'
   WeightFormat format;              // the quantized layers' (method "": none, all at `weights`)
   // Sliding-window and chunked layers laid out as vLLM's --disable-hybrid-kv-cache-manager lays

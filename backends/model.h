@@ -122,7 +122,8 @@ struct ModelSpec {
   double weight_bytes(DType weights) const;
   // The weights' bytes per GPU at tensor parallelism tp: what the TP split shards, plus what every
   // GPU holds whole (MLA's compressions, routers, norms).
-  double weight_bytes_per_gpu(const WeightFormat& format, int64_t tp) const;
+  // The experts split over moe_world GPUs (data-parallel ranks x tp; 0: tp), the rest over tp.
+  double weight_bytes_per_gpu(const WeightFormat& format, int64_t tp, int64_t moe_world = 0) const;
   // KV cache bytes per token summed over the layers that grow with context (all but linear), as if
   // none forgot old tokens.
   double kv_bytes_per_token(DType kv) const;

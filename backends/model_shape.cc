@@ -213,9 +213,10 @@ Parts parts_of(const ModelSpec& m) {
 }
 
 // Bytes of the parts in `format` (per GPU at tp; tp 0: all GPUs together).
-double bytes_of(const ModelSpec& m, const WeightFormat& format, double tp) {
+double bytes_of(const ModelSpec& m, const WeightFormat& format, double tp, double moe_world = 0) {
   const Parts p = parts_of(m);
   const auto count = [&](const Part& part) { return tp > 0 ? part.per_gpu(tp) : part.total(); };
+  const auto experts = [&](const Part& part) { return moe_world > 0 ? part.per_gpu(moe_world) : count(part); };
   const double base = dtype_bytes(m.dtype);
   const bool quantized = !format.method.empty();
   const double q = dtype_bytes(format.dtype) + format.scale_bytes;
@@ -223,7 +224,7 @@ double bytes_of(const ModelSpec& m, const WeightFormat& format, double tp) {
   const auto in = [&](bool covered) { return quantized && covered ? q : plain; };
   return (count(p.embedding) + count(p.lm_head) + count(p.router) + count(p.small)) * plain +
          count(p.attention) * in(format.attention) + count(p.dense_ffn) * in(format.dense_ffn) +
-         count(p.shared) * in(format.shared_experts) + count(p.experts) * in(true);
+         count(p.shared) * in(format.shared_experts) + experts(p.experts) * in(true);
 }
 
 }  // namespace
@@ -247,8 +248,9 @@ double ModelSpec::weight_bytes(DType weights) const {
   return bytes_of(*this, weight_format_of(weights), 0);
 }
 
-double ModelSpec::weight_bytes_per_gpu(const WeightFormat& format, int64_t tp) const {
-  return bytes_of(*this, format, static_cast<double>(std::max<int64_t>(tp, 1)));
+double ModelSpec::weight_bytes_per_gpu(const WeightFormat& format, int64_t tp, int64_t moe_world) const {
+  return bytes_of(*this, format, static_cast<double>(std::max<int64_t>(tp, 1)),
+                  moe_world > tp ? static_cast<double>(moe_world) : 0);
 }
 
 double ModelSpec::kv_bytes_per_token(DType kv) const {

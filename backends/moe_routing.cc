@@ -20,4 +20,24 @@ double expected_experts(int64_t experts, int64_t top_k, double tokens, double sk
   return touched;
 }
 
+double busiest_gpu_load(int64_t experts, int64_t top_k, int64_t gpus, double skew) {
+  if (skew <= 0 || experts <= 0 || gpus <= 1) return 1;
+  const double k = static_cast<double>(top_k);
+  double norm = 0;
+  for (int64_t i = 0; i < experts; ++i) norm += std::pow(static_cast<double>(i + 1), -skew);
+  // Each GPU's expected routed rows per token: its experts' chances of being picked.
+  std::vector<double> load(static_cast<size_t>(gpus), 0);
+  const int64_t per_gpu = std::max<int64_t>(1, experts / gpus);
+  for (int64_t i = 0; i < experts; ++i) {
+    const double q = std::min(1.0, k * std::pow(static_cast<double>(i + 1), -skew) / norm);
+    load[static_cast<size_t>(std::min(i / per_gpu, gpus - 1))] += q;
+  }
+  double total = 0, most = 0;
+  for (const double l : load) {
+    total += l;
+    most = std::max(most, l);
+  }
+  return total > 0 ? most * static_cast<double>(gpus) / total : 1;
+}
+
 }  // namespace servesim

@@ -14,4 +14,10 @@ namespace servesim {
 // Expected distinct experts touched by `tokens` tokens (>= 0, fractional allowed).
 double expected_experts(int64_t experts, int64_t top_k, double tokens, double skew = 0);
 
+// Expert parallelism: the experts split whole, in order, among `gpus` GPUs (expert i on GPU
+// i / (experts / gpus), as vLLM places them without load balancing); the busiest GPU's share of the
+// routed tokens over the mean share: 1 under uniform routing, more as skew makes the first
+// experts hot. REQUIRES: gpus >= 1.
+double busiest_gpu_load(int64_t experts, int64_t top_k, int64_t gpus, double skew);
+
 }  // namespace servesim

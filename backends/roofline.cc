@@ -269,10 +269,21 @@ double RooflineModel::feed_forward(bool moe, double tokens) const {
   }
   // Tokens go to experts_per_token of num_experts experts; the weights of every expert that some
   // token chose are read (the expected count, backends/moe_routing.h), and each computes its rows.
+  // Over data-parallel ranks the layer serves every rank's tokens (as many as this one's); with
+  // expert parallelism each GPU holds experts / (dp x tp) experts whole and serves the rows routed
+  // to them, the busiest GPU setting the pace.
   const double e = static_cast<double>(m.num_experts);
-  const double touched = expected_experts(m.num_experts, m.experts_per_token, tokens, options_.routing_skew);
-  const double routed = tokens * static_cast<double>(m.experts_per_token);
-  const double inter = static_cast<double>(m.expert_intermediate()) / tp;
+  const double all = tokens * static_cast<double>(options_.dp);
+  double touched = expected_experts(m.num_experts, m.experts_per_token, all, options_.routing_skew);
+  double routed = all * static_cast<double>(m.experts_per_token);
+  double inter = static_cast<double>(m.expert_intermediate()) / (tp * static_cast<double>(options_.dp));
+  if (options_.expert_parallel) {
+    const auto world = static_cast<int64_t>(options_.tp) * options_.dp;
+    const double load = busiest_gpu_load(m.num_experts, m.experts_per_token, world, options_.routing_skew);
+    touched = std::max(std::min(touched / static_cast<double>(world) * load, e / static_cast<double>(world)), 1e-9);
+    routed = routed / static_cast<double>(world) * load;
+    inter = static_cast<double>(m.expert_intermediate());
+  }
   // The grouped GEMMs: one product of all the routed rows, each expert's padded to the kernel's
   // tile (vLLM's moe_align_block_size: BLOCK_SIZE_M, 16 in the small-batch configs), the padding
   // computed as rows.
@@ -292,6 +303,24 @@ double RooflineModel::feed_forward(bool moe, double tokens) const {
     time += linear(h, 2 * si, tokens, g) + linear(si, h, tokens, g);
   }
   return time;
+}
+
+double RooflineModel::moe_communication(double tokens) const {
+  const ModelSpec& m = model_;
+  if (options_.dp <= 1 && !options_.expert_parallel) return 0;
+  double layers = 0;
+  for (const LayerClass& c : classes_) layers += c.moe ? c.count : 0;
+  const double h = static_cast<double>(m.hidden_size), ab = dtype_bytes(options_.activations);
+  const auto world = static_cast<int64_t>(options_.tp) * options_.dp;
+  if (options_.expert_parallel) {
+    // Dispatch and combine: every token's experts_per_token copies to the GPUs of their experts.
+    const double bytes = tokens * static_cast<double>(m.experts_per_token) * h * ab / options_.tp;
+    return layers * 2 * collective_time(hw_, Collective::kAllToAll, bytes, world);
+  }
+  // Each expert split over the ranks: their tokens gathered before, the outputs scattered after.
+  const double bytes = tokens * static_cast<double>(options_.dp) * h * ab;
+  return layers * (collective_time(hw_, Collective::kAllGather, bytes, options_.dp) +
+                   collective_time(hw_, Collective::kReduceScatter, bytes, options_.dp));
 }
 
 RooflineBreakdown RooflineModel::price_rest(RooflineBreakdown t, double tokens, double emitting) const {
@@ -323,6 +352,7 @@ RooflineBreakdown RooflineModel::price_rest(RooflineBreakdown t, double tokens, 
     t.communication = 2 * static_cast<double>(m.num_layers) *
                       collective_time(hw_, Collective::kAllReduce, bytes, options_.tp);
   }
+  t.communication += moe_communication(tokens);
   t.overhead = hw_.overhead;
   return t;
 }

@@ -32,6 +32,11 @@ struct RooflineOptions {
   WeightFormat format;              // the quantized layers' (method "": none, all at `weights`)
   // How unevenly a mixture routes: 0 = uniformly; s > 0 = expert i's popularity ~ (i + 1)^-s.
   double routing_skew = 0;
+  // A mixture's MoE layers over dp x tp GPUs: the data-parallel ranks (each pricing its own batch,
+  // the others' as many tokens), experts whole among the GPUs when expert_parallel (tokens sent
+  // all-to-all), else each expert split over them (tokens all-gathered and reduce-scattered).
+  int32_t dp = 1;
+  bool expert_parallel = false;
   DType kv = DType::kBf16;          // KV cache precision
   DType activations = DType::kBf16; // activation precision
   // Pipeline parallelism (backends/pipeline.h): whether this model's layers are the first stage,
@@ -112,6 +117,8 @@ class RooflineModel {
   // One layer's projections and feed-forward for `tokens` tokens (per GPU).
   double attention_projections(AttentionKind kind, double tokens) const;
   double feed_forward(bool moe, double tokens) const;
+  // The MoE layers' traffic among data-parallel ranks and expert-parallel GPUs, per iteration (s).
+  double moe_communication(double tokens) const;
   double linear(double in, double out, double tokens, const Gemm& g) const;
   // max(compute, memory) at `efficiency` of both peaks.
   double attention_time(double flops, double bytes, double efficiency) const;

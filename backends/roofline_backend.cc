@@ -111,8 +111,16 @@ Result<std::unique_ptr<Backend>> make_roofline_backend(const BackendSetup& setup
   if (setup.pp > 1) {
     if (Status s = check_pipeline_parallel(model.name, model.num_layers, setup.pp); !s.ok()) return s.error();
   }
+  if (setup.expert_parallel && !model.is_moe()) {
+    return Error{"enable_expert_parallel: " + model.name + " has no experts to split"};
+  }
+  if (model.is_moe()) {  // a dense model's data-parallel ranks are independent replicas
+    ro.dp = setup.dp;
+    ro.expert_parallel = setup.expert_parallel;
+  }
   MemoryOptions mo = memory_options(setup, ro.weights, ro.kv);
   mo.pp = setup.pp;
+  if (model.is_moe()) mo.moe_world = setup.tp * setup.dp;
   mo.format = ro.format;
   mo.single_group = setup.prefix_caching;
   mo.prefix_caching = setup.prefix_caching;

@@ -30,6 +30,7 @@ class RooflineBackend final : public Backend {
   bool decode_run(const Batch& batch, DecodeDurations& out) override;
   int64_t kv_blocks(int32_t block_size) const override;
   Time request_overhead(int32_t prompt_tokens) const override;
+  bool steps_with_ranks() const override { return model_.options().dp > 1; }
   KvGroups kv_groups() const override;
   // A policy with a prefix cache: Mamba groups are not held by the block manager (see kv_layout.h).
   void set_prefix_caching(bool on) { prefix_caching_ = on; }

@@ -67,6 +67,12 @@ po::options_description run_options() {
     ("tp", po::value<int64_t>()->value_name("N"), "tensor-parallel degree (default 1)  [tp]")
     ("pipeline-parallel-size", po::value<int64_t>()->value_name("N"),
      "pipeline stages per replica, each on --tp GPUs, pp batches in flight (default 1; vLLM's name)  [pp]")
+    ("data-parallel-size", po::value<int64_t>()->value_name("N"),
+     "data-parallel ranks per replica, each its own scheduler and KV cache on --tp GPUs; a mixture of experts' ranks "
+     "step together, its MoE layers over dp x tp GPUs (default 1; vLLM's name)  [dp]")
+    ("enable-expert-parallel", po::bool_switch(),
+     "with --data-parallel-size or --tp: experts split whole among the GPUs, tokens sent to them all-to-all (vLLM's flag)  "
+     "[enable_expert_parallel]")
     ("replicas", po::value<int64_t>()->value_name("N"), "model replicas, requests routed round robin (default 1)  [replicas]")
     ("prefill-replicas", po::value<int64_t>()->value_name("N"),
      "disaggregated serving: N replicas prefill, and hand each request's KV to a decode replica after its first token  [prefill_replicas]")
@@ -141,7 +147,7 @@ Status apply_flags(const po::variables_map& vm, toml::table& table) {
       {"seed", "seed"}, {"max-num-seqs", "max_num_seqs"},
       {"max-num-batched-tokens", "max_num_batched_tokens"}, {"block-size", "kv.block_size"},
       {"max-model-len", "max_model_len"},
-      {"tp", "tp"}, {"pipeline-parallel-size", "pp"}, {"replicas", "replicas"}, {"prefill-replicas", "prefill_replicas"},
+      {"tp", "tp"}, {"pipeline-parallel-size", "pp"}, {"data-parallel-size", "dp"}, {"replicas", "replicas"}, {"prefill-replicas", "prefill_replicas"},
       {"decode-replicas", "decode_replicas"}, {"threads", "threads"}};
   if (vm.count("replicas") != 0 && table.get_as<toml::array>("replicas") != nullptr) {
     return Error{"--replicas " + std::to_string(vm["replicas"].as<int64_t>()) +
@@ -174,6 +180,9 @@ Status apply_flags(const po::variables_map& vm, toml::table& table) {
       seen.push_back(name);
       if (Status s = apply_goodput_token(token, table); !s.ok()) return s;
     }
+  }
+  if (vm.count("enable-expert-parallel") != 0 && vm["enable-expert-parallel"].as<bool>()) {
+    if (Status s = set_path(table, "enable_expert_parallel", toml::value<bool>(true)); !s.ok()) return s;
   }
   if (vm.count("enforce-eager") != 0 && vm["enforce-eager"].as<bool>()) {
     if (Status s = set_path(table, "enforce_eager", toml::value<bool>(true)); !s.ok()) return s;

@@ -91,6 +91,8 @@ BackendSetup backend_setup(const RunConfig& config, const std::string& hardware,
   setup.model = model;
   setup.tp = config.tp;
   setup.pp = config.pp;
+  setup.dp = config.dp;
+  setup.expert_parallel = config.enable_expert_parallel;
   setup.gpu_memory_utilization = config.gpu_memory_utilization;
   setup.dtype = config.dtype;
   setup.kv_dtype = config.kv_dtype;
@@ -248,13 +250,19 @@ Status RunStages::resolve_deployment() {
   }
   if (!mixed) {
     ReplicaGroup all;
-    all.count = config.replicas;
+    all.count = config.ranks();
     all.hardware = config.hardware;
     all.tp = config.tp;
     one_group.push_back(std::move(all));
   }
   groups = mixed ? &config.replica_groups : &one_group;
   disaggregated = config.disaggregated();
+  if ((config.dp > 1 || config.enable_expert_parallel) &&
+      (mixed || disaggregated || config.pp > 1 || backend->measures || config.backend == "unit")) {
+    return Error{std::string(config.dp > 1 ? "dp" : "enable_expert_parallel") +
+                 ": data and expert parallelism are priced by the roofline backend for one group of replicas, "
+                 "without pipeline stages, [[replicas]] groups or disaggregation"};
+  }
   prefix_caching = policy->prefix_caching;
   setup.prefix_caching = prefix_caching;
   return Ok{};
@@ -505,9 +513,9 @@ void RunStages::describe_run() {
   info.version = SERVESIM_VERSION;
   info.host = this_host();
   info.pid = static_cast<int64_t>(::getpid());
-  info.replicas = config.replicas;
+  info.replicas = config.ranks();
   info.tp = config.tp;
-  if (config.pp > 1) info.gpus = static_cast<int64_t>(config.replicas) * config.gpus_per_replica();
+  if (config.pp > 1 || config.dp > 1) info.gpus = static_cast<int64_t>(config.replicas) * config.gpus_per_replica();
   if (mixed) describe_groups();
   info.sweep_id = env.sweep_id;
 }
@@ -604,7 +612,7 @@ std::optional<DbRecorder::Opened> RunStages::open_run() {
 
 void RunStages::set_options() {
   counts_steps = first->counts_steps();
-  options.replicas = config.replicas;
+  options.replicas = config.ranks();
   options.limits = {config.max_num_seqs, config.max_num_batched_tokens};
   options.block_size = config.block_size;
   options.kv_blocks = config.kv_blocks;
@@ -620,6 +628,7 @@ void RunStages::set_options() {
   options.links = std::move(links);
   options.max_concurrency = config.max_concurrency;
   options.leap = config.leap;
+  if (config.dp > 1 && first->steps_with_ranks()) options.lockstep = config.dp;
   options.session_affinity = config.session_affinity;
   options.router = std::move(router);
   set_metrics_options();
@@ -649,8 +658,8 @@ void node_of(const RunConfig& config, const Backend& b, int32_t& gpus, double& p
 
 void RunStages::set_metrics_options() {
   mo.max_num_seqs = config.max_num_seqs;
-  mo.replicas = config.replicas;
-  mo.tp = counts_steps ? 1 : config.gpus_per_replica();  // GPUs per replica
+  mo.replicas = config.ranks();
+  mo.tp = counts_steps ? 1 : config.tp * config.pp;  // GPUs per replica (a data-parallel rank is one)
   mo.slo_ttft = config.slo_ttft;
   mo.slo_tpot = config.slo_tpot;
   mo.slo_e2el = config.slo_e2el;
@@ -783,7 +792,7 @@ RunOutput RunStages::finish() {
   header.workload = trace;
   header.mirrors = policy_release(info.config_toml);
   header.status = out.status;
-  header.replicas = config.replicas;
+  header.replicas = config.ranks();
   header.tp = info.tp;
   header.percentiles = config.metric_percentiles;
   return out;

@@ -120,6 +120,13 @@ Time Replica::start_iteration(Time now) {
   return end;
 }
 
+void Replica::stretch_iteration(Time end) {
+  assert(busy_ && end >= first_end_ && depth_ <= 1);
+  record_.duration = end - record_.start;
+  first_end_ = end;
+  leapable_ = false;
+}
+
 void Replica::finish_iteration(Time now) {
   if (depth_ > 1) {
     finish_pipelined(now);

@@ -121,6 +121,9 @@ class Replica final : public ReplicaView {
   // Applies the running iteration's results at its end time `now` (with pipeline stages: the
   // oldest batch in flight's). REQUIRES: an iteration in flight.
   void finish_iteration(Time now);
+  // The iteration just started ends at `end` instead (a data-parallel rank waits for its group's
+  // slowest, SimOptions::lockstep). REQUIRES: busy(), no leap, end >= its own end.
+  void stretch_iteration(Time end);
   // Pipeline stages (1: none), and the batches in flight.
   int32_t pipeline_stages() const { return depth_; }
   size_t batches_in_flight() const { return depth_ > 1 ? in_flight_.size() : (busy_ ? 1 : 0); }

@@ -114,7 +114,7 @@ void StreamSplitter::read_for(size_t group, std::unique_lock<std::mutex>& lock) 
 bool ShardedSimulation::possible(const SimOptions& options, const std::vector<std::unique_ptr<Policy>>& policies,
                                  const std::vector<Recorder*>& recorders) {
   if (options.threads <= 1 || options.replicas < 2 || options.total_replicas != 0 || !options.roles.empty() ||
-      options.max_concurrency > 0) {
+      options.max_concurrency > 0 || options.lockstep > 1) {
     return false;
   }
   // Round robin from the first replica: the k-th request goes to replica k mod replicas.

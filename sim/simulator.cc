@@ -47,8 +47,9 @@ Simulator::Simulator(const SimOptions& options, std::vector<std::unique_ptr<Poli
   const bool leaps = options.leap && std::all_of(recorders_.begin(), recorders_.end(), [](const Recorder* r) {
                        return r->accepts_grouped_decodes();
                      });
-  for (auto& rep : replicas_) rep->enable_grouping(leaps);
-  if (max_concurrency_ > 0) narrow_horizons_ = false;
+  lockstep_ = options.lockstep > 1 ? options.lockstep : 0;
+  for (auto& rep : replicas_) rep->enable_grouping(leaps && lockstep_ == 0);
+  if (max_concurrency_ > 0 || lockstep_ > 0) narrow_horizons_ = false;
   router_ = options.router ? options.router() : make_round_robin_router();
   session_affinity_ = options.session_affinity;
   // A router that reads the replicas' state may send the next request anywhere: every replica's
@@ -216,6 +217,10 @@ void Simulator::schedule_idle(Time now) {
     touched_flag_[i] = 0;
     Replica& rep = *replicas_[i];
     if (rep.busy()) continue;
+    if (lockstep_ > 0) {
+      start_lockstep(i, now);
+      continue;
+    }
     starting_.push_back({i, rep.start_iteration(now)});
     // A pipeline takes the next batch at once while it has room (vLLM's batch queue).
     while (starting_.back().end != kNever && !rep.busy()) starting_.push_back({i, rep.start_iteration(now)});
@@ -239,6 +244,35 @@ void Simulator::schedule_idle(Time now) {
                rep.wake_at() != pending_wake_[s.replica]) {
       pending_wake_[s.replica] = rep.wake_at();
       events_.push(rep.wake_at(), EventKind::kWake, id);
+    }
+  }
+}
+
+void Simulator::start_lockstep(size_t i, Time now) {
+  const size_t first = i / static_cast<size_t>(lockstep_) * static_cast<size_t>(lockstep_);
+  const size_t last = std::min(first + static_cast<size_t>(lockstep_), replicas_.size());
+  for (size_t r = first; r < last; ++r) {
+    if (replicas_[r]->busy() || (pending_wake_[r] != kNever && pending_wake_[r] > now)) return;  // mid-step
+  }
+  Time end = kNever;
+  const size_t from = starting_.size();
+  for (size_t r = first; r < last; ++r) {
+    touched_flag_[r] = 0;
+    const Time e = replicas_[r]->start_iteration(now);
+    if (!replicas_[r]->failure().empty() && failure_.empty()) failure_ = replicas_[r]->failure();
+    if (e != kNever) end = end == kNever ? e : std::max(end, e);
+    starting_.push_back({r, e});
+  }
+  if (end == kNever) return;  // the whole group is idle
+  for (size_t k = from; k < starting_.size(); ++k) {
+    const size_t r = starting_[k].replica;
+    if (starting_[k].end != kNever) {
+      replicas_[r]->stretch_iteration(end);  // as long as the slowest rank
+      starting_[k].end = end;
+    } else if (pending_wake_[r] != end) {
+      // Nothing to run: it steps with the group (vLLM's dummy batch) and looks again when it ends.
+      pending_wake_[r] = end;
+      events_.push(end, EventKind::kWake, static_cast<int32_t>(r));
     }
   }
 }

@@ -88,6 +88,12 @@ struct SimOptions {
     Time latency = 0;
   };
   std::vector<LinkEnd> links;  // per replica, with roles
+  // Data-parallel ranks that step together (vLLM's DP engines of a mixture of experts): replicas
+  // k*lockstep .. (k+1)*lockstep - 1 form each group. A group's ranks start their iterations at
+  // once, and each lasts as long as the group's longest; a rank with nothing to run waits for the
+  // group (vLLM runs a dummy batch on it), and the group starts again when all are done. Decode
+  // groups and leaps are off for them. 0 or 1: every replica steps on its own.
+  int32_t lockstep = 0;
   // Threads to simulate on: a run that can be split by replicas (sim/sharded.h) is simulated in
   // that many groups of replicas at once, with the same results. 1: on the caller's thread.
   int32_t threads = 1;
@@ -159,6 +165,10 @@ class Simulator {
   void start_transfers(Time now);
   void end_transfer(int32_t slot, Time now);
   void settle_dependents(Time now);
+  // Starts the iterations of the data-parallel group of replica i together (SimOptions::lockstep)
+  // when none of its ranks is busy: each lasts as long as the longest, and the ranks with nothing
+  // to run are woken when it ends.
+  void start_lockstep(size_t i, Time now);
   // A request's max_concurrency slot is free: the next request held is sent.
   void release_slot(Time now);
   void schedule_idle(Time now);
@@ -232,6 +242,7 @@ class Simulator {
   // Leaps. With an open loop and no request after several others, a replica receives only the
   // independent arrivals that round robin sends it and the dependent requests that follow its own
   // requests; otherwise anything in flight anywhere may send it a request.
+  int32_t lockstep_ = 0;  // SimOptions::lockstep
   bool narrow_horizons_ = true;
   // Per replica: arrival times of the dependent requests it will receive (events pushed).
   std::vector<std::priority_queue<Time, std::vector<Time>, std::greater<>>> child_arrivals_;

@@ -177,6 +177,8 @@ void read_top_level(OptionReader& top, const toml::table& table, RunConfig& c) {
   c.gpu_memory_utilization = top.number("gpu_memory_utilization", c.gpu_memory_utilization, 0.01, 1.0);
   c.tp = static_cast<int32_t>(top.integer("tp", c.tp, 1, 1024));
   c.pp = static_cast<int32_t>(top.integer("pp", c.pp, 1, 1024));
+  c.dp = static_cast<int32_t>(top.integer("dp", c.dp, 1, 1024));
+  c.enable_expert_parallel = top.boolean("enable_expert_parallel", c.enable_expert_parallel);
   c.enforce_eager = top.boolean("enforce_eager", c.enforce_eager);
   if (table.contains("async_scheduling")) {
     c.async_scheduling = top.boolean("async_scheduling", true) ? 1 : 0;
@@ -552,6 +554,8 @@ void deployment_to_toml(const RunConfig& c, toml::table& t) {
   t.insert("gpu_memory_utilization", c.gpu_memory_utilization);
   t.insert("tp", c.tp);
   if (c.pp != 1) t.insert("pp", c.pp);
+  if (c.dp != 1) t.insert("dp", c.dp);
+  if (c.enable_expert_parallel) t.insert("enable_expert_parallel", true);
   if (c.enforce_eager) t.insert("enforce_eager", true);
   if (c.async_scheduling >= 0) t.insert("async_scheduling", c.async_scheduling == 1);
   if (c.replica_groups.empty()) {

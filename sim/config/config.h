@@ -38,6 +38,7 @@
 //                                                         instead of the model's: 1, 0, -, sliding, 0
 //   gpu_memory_utilization       --gpu-memory-utilization 0.9
 //   tp                           --tp N                   1
+//   dp, enable_expert_parallel   --data-parallel-size N, --enable-expert-parallel   1, false
 //   pp                           --pipeline-parallel-size N  1: pipeline stages per replica, each on
 //                                                         tp GPUs (backends/pipeline.h); roofline only
 //   replicas                     --replicas N             1
@@ -150,8 +151,15 @@ struct RunConfig {
   double gpu_memory_utilization = 0.9; // fraction of device memory for weights, activations, KV
   int32_t tp = 1;                      // tensor-parallel degree
   int32_t pp = 1;                      // pipeline-parallel stages (vLLM's --pipeline-parallel-size)
+  // Data-parallel ranks per replica (vLLM's --data-parallel-size): each its own scheduler and KV
+  // cache on tp GPUs; with a mixture of experts the ranks step together and the MoE layers span
+  // dp x tp GPUs, experts split whole among them with enable_expert_parallel.
+  int32_t dp = 1;
+  bool enable_expert_parallel = false;
   // GPUs one replica takes (of the run's tp, or a group's).
-  int32_t gpus_per_replica(int32_t group_tp = 0) const { return (group_tp > 0 ? group_tp : tp) * pp; }
+  int32_t gpus_per_replica(int32_t group_tp = 0) const { return (group_tp > 0 ? group_tp : tp) * pp * dp; }
+  // The simulated replicas: every data-parallel rank is one.
+  int32_t ranks() const { return replicas * dp; }
   int32_t replicas = 1;                // in all (the groups' counts added up, when there are groups)
   // Mixed hardware: groups of replicas, each with its own GPU and tensor parallelism, in this order
   // (replicas 0 .. count-1 are the first group's). Empty: `replicas` replicas of `hardware` at `tp`.
