@@ -74,6 +74,7 @@ constexpr NumberKey kNumbers[] = {
     {"prefill_attention_efficiency", false, 0, true, 1.0, 1.0, &HardwareSpec::prefill_attention_efficiency},
     {"prefill_self_attention_efficiency", false, 0, true, 1.0, 1.0,
      &HardwareSpec::prefill_self_attention_efficiency},
+    {"mla_decode_compute_efficiency", false, 0, true, 1.0, 1.0, &HardwareSpec::mla_decode_compute_efficiency},
     {"overhead_us", false, 0, true, 1e6, kMicro, &HardwareSpec::overhead},
     {"attention_sequence_us", false, 0, true, 1e3, kMicro, &HardwareSpec::attention_sequence_overhead},
     {"gemm_half_rows", false, 0, true, 1e9, 1.0, &HardwareSpec::gemm_half_rows},
@@ -198,7 +199,7 @@ Result<HardwareSpec> load_hardware(const std::string& path) {
                                 "nvlink_domain_gpus", "p2p_latency_us", "p2p_gbs", "gemm_efficiency",
                                 "fp8_gemm_efficiency", "fp4_gemm_efficiency", "int8_gemm_efficiency", "memory_efficiency",
                                 "attention_efficiency", "prefill_attention_efficiency",
-                                "prefill_self_attention_efficiency", "calibration",
+                                "prefill_self_attention_efficiency", "mla_decode_compute_efficiency", "calibration",
                                 "overhead_us", "attention_sequence_us", "gemm_half_rows", "gemm_tile_rows",
                                 "price_per_hour_usd", "gpus_per_node", "node_price_per_hour_usd"});
       !s) {

@@ -60,6 +60,9 @@ struct HardwareSpec {
   // A100 (Vidur's Llama-2-7B timings) they run at about 40 % of the rate of the pairs over the cache.
   // 0 = prefill_attention_efficiency for every pair.
   double prefill_self_attention_efficiency = 0;
+  // Multi-head latent attention's decode (FlashMLA) is compute-bound with many heads per GPU; the
+  // fraction of the FP16 peak it reaches there. 0 = attention_efficiency.
+  double mla_decode_compute_efficiency = 0;
   double overhead = 0;                 // fixed cost of one iteration: launches, CPU (s)
   // Fixed cost of one sequence's attention in one layer (s), beside its bytes and FLOPs: paged
   // attention kernels spend a few microseconds per sequence on block tables, partial blocks and

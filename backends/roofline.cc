@@ -74,8 +74,10 @@ RooflineModel::RooflineModel(HardwareSpec hw, ModelSpec model, RooflineOptions o
     if (kind == AttentionKind::kSlidingWindow || kind == AttentionKind::kChunkedLocal) bound = false;
     if (!bound) break;
     const AttentionShapes::Affine a = shapes_.decode_affine(kind);
-    bound = a.bytes_per_context / memory >= a.flops_per_context / compute &&
-            a.bytes_per_item / memory >= a.flops_per_item / compute;
+    const double peak = kind == AttentionKind::kMla && hw_.mla_decode_compute_efficiency > 0
+                            ? hw_.fp16_flops * hw_.mla_decode_compute_efficiency : compute;
+    bound = a.bytes_per_context / memory >= a.flops_per_context / peak &&
+            a.bytes_per_item / memory >= a.flops_per_item / peak;
     per_context += a.bytes_per_context * count;
     per_item += a.bytes_per_item * count;
   }
@@ -161,6 +163,11 @@ RooflineModel::AttentionPart RooflineModel::price_items(size_t n, ItemAt item_at
     for (const auto& [kind, count] : kinds_) {
       const AttentionWork w = shapes_.work(kind, item.new_tokens, item.context_tokens);
       double time = attention_time(w.flops, w.bytes, efficiency);
+      if (kind == AttentionKind::kMla && item.new_tokens == 1 && hw_.mla_decode_compute_efficiency > 0) {
+        // FlashMLA: the absorbed decode's FLOPs at their own fraction of the peak.
+        time = std::max(w.flops / (hw_.fp16_flops * hw_.mla_decode_compute_efficiency),
+                        w.bytes / (hw_.memory_bandwidth * efficiency));
+      }
       if (item.new_tokens > 1 && hw_.prefill_self_attention_efficiency > 0) {
         // The chunk's causal triangle at its own efficiency, the pairs over the cache at the other.
         time = std::max((w.flops - w.self_flops) / (hw_.fp16_flops * efficiency) +

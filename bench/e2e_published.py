@@ -88,13 +88,11 @@ def skip_reason(row):
         return "lengths not published (dataset samples)"
     if int(row.get("pp") or 1) > 1:
         return "pipeline parallelism"
-    if int(row.get("dp") or 1) > 1 or int(row.get("ep") or 1) > 1:
-        return "data-parallel attention / expert parallelism"
     return None
 
 
 def run_key(row):
-    return tuple(row[k] for k in ("gpu", "model", "tp", "dtype", "kv_dtype", "load", "load_value", "num_prompts",
+    return tuple(row[k] for k in ("gpu", "model", "tp", "dp", "ep", "dtype", "kv_dtype", "load", "load_value", "num_prompts",
                                   "input_len", "output_len", "max_num_seqs", "engine"))
 
 
@@ -149,9 +147,14 @@ def simulate(sim, row, work, extra):
     if os.path.exists(db):
         os.remove(db)
     seqs, tokens = engine_limits(row)
-    cmd = [sim, "run", "--trace", trace, "--model", row["model"], "--hardware", row["gpu"], "--tp", row["tp"],
+    dp, tp = int(row.get("dp") or 1), int(row["tp"])
+    cmd = [sim, "run", "--trace", trace, "--model", row["model"], "--hardware", row["gpu"], "--tp", str(tp // dp),
            "--policy", "chunked-prefill", "--max-num-seqs", str(seqs), "--max-num-batched-tokens", str(tokens),
            "--db", db, "--log", "summary", "-q"]
+    if dp > 1:  # attention data-parallel over the row's GPUs (tp counts them all)
+        cmd += ["--data-parallel-size", str(dp)]
+    if int(row.get("ep") or 1) > 1:
+        cmd += ["--enable-expert-parallel"]
     if row["dtype"] in ("fp8", "fp4"):
         cmd += ["--dtype", row["dtype"]]
     if kv_dtype(row) == "fp8":
