@@ -163,10 +163,10 @@ def simulate(sim, row, work, extra):
         cmd += ["--max-concurrency", str(int(float(row["load_value"])))]
     if steady_state(row):
         cmd[cmd.index("summary")] = "requests"
-    if not async_scheduling(row):
-        cmd += ["--set", "async_scheduling=false"]
     if no_server(row):
         cmd += ["--engine", engine_file(work, os.environ.get("SERVESIM_DATA", os.path.join(HERE, "..", "data")))]
+    elif not async_scheduling(row):
+        cmd += ["--engine", "vllm-0.11"]  # the engine version measured: no async scheduling, its server
     cmd += extra
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
