@@ -59,6 +59,8 @@ def engine_limits(row):
         seqs, tokens = 2048, 16384
     if row["max_num_seqs"]:
         seqs = int(row["max_num_seqs"])
+    if policy(row) == "continuous":  # a whole prompt per context step: the budget holds the longest
+        tokens = max(tokens, int(float(row["input_len"])))
     return seqs, tokens
 
 
@@ -121,6 +123,13 @@ def async_scheduling(row):
     return (major, minor) >= (0, 12)
 
 
+def policy(row):
+    """vLLM's V1 scheduler chunks prompts (chunked-prefill); TensorRT-LLM's (and NIM's TensorRT-LLM
+    profiles') does not by default (enable_chunked_context / enable_chunked_prefill false): it runs a
+    whole prompt in one context step within max_num_tokens, which servesim's continuous policy does."""
+    return "continuous" if row["engine"] in ("trtllm", "other") else "chunked-prefill"
+
+
 def no_server(row):
     """Whether the measurement had no API server in front of the engine: offline runs (vLLM's LLM
     class, trtllm-bench) and TensorRT-LLM 0.9's gptSessionBenchmark first-token latencies."""
@@ -149,7 +158,7 @@ def simulate(sim, row, work, extra):
     seqs, tokens = engine_limits(row)
     dp, tp = int(row.get("dp") or 1), int(row["tp"])
     cmd = [sim, "run", "--trace", trace, "--model", row["model"], "--hardware", row["gpu"], "--tp", str(tp // dp),
-           "--policy", "chunked-prefill", "--max-num-seqs", str(seqs), "--max-num-batched-tokens", str(tokens),
+           "--policy", policy(row), "--max-num-seqs", str(seqs), "--max-num-batched-tokens", str(tokens),
            "--db", db, "--log", "summary", "-q"]
     if dp > 1:  # attention data-parallel over the row's GPUs (tp counts them all)
         cmd += ["--data-parallel-size", str(dp)]
@@ -252,6 +261,9 @@ def main():
                     skipped["sim refused: " + err[:80]] += 1
                     continue
                 name, scale, g = METRICS[r["metric"]]
+                if name not in metrics:
+                    skipped["sim gave no " + name] += 1
+                    continue
                 simulated = metrics[name] * scale
                 published = float(r["value"])
                 e = (simulated - published) / published
