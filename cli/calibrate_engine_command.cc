@@ -87,18 +87,10 @@ void print_fit(const EngineFit& fit, std::ostream& out) {
 }  // namespace
 
 int calibrate_engine_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  po::options_description all;
-  all.add(own_options()).add(run_options());
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(all).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    return fail(err, std::string(e.what()) + "\nTry 'sim calibrate --vllm-result --help'.");
-  }
-  if (vm.count("help") != 0) {
-    out << kUsage << "\n" << own_options() << "\n" << run_options();
-    return kExitOk;
+  if (auto done = parse_with_run_options(args, own_options(), kUsage, "calibrate", "sim calibrate --vllm-result --help",
+                                         vm, out, err)) {
+    return *done;
   }
   if (vm.count("out") == 0) return fail(err, "--out ENGINE.toml is required");
   const int bootstrap = vm["bootstrap"].as<int>();

@@ -3,6 +3,7 @@
 // failed inside, 2 bad input (nothing half-written), 130 interrupted by Ctrl-C.
 #pragma once
 
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -30,6 +31,14 @@ int run_command(const std::vector<std::string>& args, std::ostream& out, std::os
 
 // The options of `sim run`, which `sim sweep` and `sim search` take too.
 boost::program_options::options_description run_options();
+// Parses a command that takes its own options and all of `sim run`'s into vm: --help prints the
+// usage and both option lists (exit status 0); an unknown or malformed option prints the error on
+// err as "sim NAME: ..." with a pointer to --help (status 2). Nothing when the command goes on.
+std::optional<int> parse_with_run_options(const std::vector<std::string>& args,
+                                          const boost::program_options::options_description& own,
+                                          const char* usage, const std::string& name, const std::string& help,
+                                          boost::program_options::variables_map& vm, std::ostream& out,
+                                          std::ostream& err);
 // The configuration table those options describe: --config, then the flags, then --set.
 Result<toml::table> config_table_from_flags(const boost::program_options::variables_map& vm);
 Result<RunConfig> config_from_flags(const boost::program_options::variables_map& vm);

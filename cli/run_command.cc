@@ -109,6 +109,23 @@ po::options_description run_options() {
   return o;
 }
 
+std::optional<int> parse_with_run_options(const std::vector<std::string>& args, const po::options_description& own,
+                                          const char* usage, const std::string& name, const std::string& help,
+                                          po::variables_map& vm, std::ostream& out, std::ostream& err) {
+  po::options_description all;
+  all.add(own).add(run_options());
+  try {
+    po::store(po::command_line_parser(args).options(all).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    err << "sim " << name << ": " << e.what() << "\nTry '" << help << "'.\n";
+    return kExitBadInput;
+  }
+  if (vm.count("help") == 0) return std::nullopt;
+  out << usage << "\n" << own << "\n" << run_options();
+  return kExitOk;
+}
+
 namespace {
 
 void print_run_help(std::ostream& out) {

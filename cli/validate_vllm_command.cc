@@ -146,18 +146,9 @@ VllmComparison compare_replay(const std::string& path, const VllmBenchResult& me
 }  // namespace
 
 int validate_vllm_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  po::options_description all;
-  all.add(own_options()).add(run_options());
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(all).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    return fail(err, std::string(e.what()) + "\nTry 'sim validate --help'.");
-  }
-  if (vm.count("help") != 0) {
-    out << kUsage << "\n" << own_options() << "\n" << run_options();
-    return kExitOk;
+  if (auto done = parse_with_run_options(args, own_options(), kUsage, "validate", "sim validate --help", vm, out, err)) {
+    return *done;
   }
   for (const char* option : kFromFile) {
     if (vm.count(option) != 0) {

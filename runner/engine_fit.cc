@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
-#include <functional>
 #include <sstream>
 
 
 #include "analysis/calibration/vllm_validate.h"
+#include "analysis/metrics/percentiles.h"
 #include "analysis/storage/database.h"
 #include "runner/run.h"
 #include "sim/format_number.h"
@@ -25,6 +25,7 @@ constexpr Key kKeys[] = {
     {"step_us", &EngineProfile::step, 20000},
     {"request_us", &EngineProfile::request, 500000},
 };
+constexpr size_t kDims = std::size(kKeys);
 
 std::string us(double seconds) { return format_number(seconds * 1e6); }
 
@@ -64,17 +65,13 @@ Means weighted_means(const std::vector<VllmBenchRequest>& records, const std::ve
 
 class Problem {
  public:
-  // Two numbers per file (mean TTFT and ITL) fit two keys: step_us and request_us;
-  // step_per_seq_us keeps the start's value.
+  // Two numbers per file (mean TTFT and ITL) fit the two keys; the others keep the start's values.
   Problem(const EngineProfile& start, const std::vector<EngineFitSource>& sources, const EngineFitOptions& o)
-      : start_(start), sources_(sources), options_(o), keys_{&kKeys[0], &kKeys[1]} {}
-
-  size_t dims() const { return keys_.size(); }
-  const Key& key(size_t k) const { return *keys_[k]; }
+      : start_(start), sources_(sources), options_(o) {}
 
   EngineProfile at(const double* x) const {
     EngineProfile e = start_;
-    for (size_t k = 0; k < dims(); ++k) e.*(keys_[k]->field) = x[k] * 1e-6;
+    for (size_t k = 0; k < kDims; ++k) e.*(kKeys[k].field) = x[k] * 1e-6;
     return e;
   }
 
@@ -122,16 +119,6 @@ class Problem {
       out.push_back({sources_[f].path, m.ttft, s.ttft, m.itl, s.itl});
     }
     return out;
-  }
-
-  static double loss(const std::vector<EngineFitError>& e) {
-    double l = 0;
-    for (const EngineFitError& x : e) {
-      const double a = std::log(std::max(x.ttft_simulated, 1e-12) / x.ttft_measured);
-      const double b = std::log(std::max(x.itl_simulated, 1e-12) / x.itl_measured);
-      l += a * a + b * b;
-    }
-    return l;
   }
 
   // The fit of the fitting half weighted by `weights`, from x0 = (step_us, request_us): step_us
@@ -183,7 +170,6 @@ class Problem {
   const EngineProfile& start_;
   const std::vector<EngineFitSource>& sources_;
   const EngineFitOptions& options_;
-  std::vector<const Key*> keys_;
   int evaluations_ = 0;
 };
 
@@ -208,21 +194,13 @@ std::vector<std::vector<double>> resample(const std::vector<EngineFitSource>& so
   return w;
 }
 
-double percentile(std::vector<double> v, double p) {
-  std::sort(v.begin(), v.end());
-  const double at = p * static_cast<double>(v.size() - 1);
-  const auto lo = static_cast<size_t>(at);
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (v[hi] - v[lo]) * (at - static_cast<double>(lo));
-}
-
 }  // namespace
 
 Result<EngineFit> fit_engine(const EngineProfile& start, const std::vector<EngineFitSource>& sources,
                              const EngineFitOptions& options) {
   Problem p(start, sources, options);
   std::vector<double> x0;
-  for (size_t k = 0; k < p.dims(); ++k) x0.push_back(start.*(p.key(k).field) * 1e6);
+  for (const Key& k : kKeys) x0.push_back(start.*(k.field) * 1e6);
   EngineFit fit;
   auto before = p.replay(x0.data());
   if (!before.ok()) return before.error();
@@ -230,28 +208,28 @@ Result<EngineFit> fit_engine(const EngineProfile& start, const std::vector<Engin
   if (!held_before.ok()) return held_before.error();
   fit.held_out_start = held_before.value();
   auto best = p.solve(x0, {});
-  fit.result = "bisection on ITL, TTFT shift";
   if (!best.ok()) return best.error();
+  fit.result = "bisection on ITL, TTFT shift";
   const std::vector<double> x = best.value();
   fit.fitted = p.at(x.data());
   auto after = p.replay(x.data());
   if (!after.ok()) return after.error();
-  fit.fit_half = p.errors(after.value(), 0).value();
   fit.held_out = p.errors(after.value(), 1).value();
-  std::vector<std::vector<double>> draws(p.dims());
+  std::vector<std::vector<double>> draws(kDims);
   uint64_t state = options.seed;
   for (int b = 0; b < options.bootstrap; ++b) {
     auto r = p.solve(x, resample(sources, state));
     if (!r.ok()) return r.error();
-    for (size_t k = 0; k < p.dims(); ++k) draws[k].push_back(r.value()[k]);
+    for (size_t k = 0; k < kDims; ++k) draws[k].push_back(r.value()[k]);
   }
-  for (size_t k = 0; k < p.dims(); ++k) {
-    EngineFitKey key{p.key(k).name, x0[k], x[k], x[k], x[k], false};
+  for (size_t k = 0; k < kDims; ++k) {
+    EngineFitKey key{kKeys[k].name, x0[k], x[k], x[k], x[k], false};
     if (!draws[k].empty()) {
-      key.low = percentile(draws[k], 0.025);
-      key.high = percentile(draws[k], 0.975);
+      std::sort(draws[k].begin(), draws[k].end());
+      key.low = percentile(draws[k], 2.5);
+      key.high = percentile(draws[k], 97.5);
     }
-    key.at_bound = x[k] <= p.key(k).high * 1e-3 || x[k] >= p.key(k).high * (1 - 1e-3);
+    key.at_bound = x[k] <= kKeys[k].high * 1e-3 || x[k] >= kKeys[k].high * (1 - 1e-3);
     fit.keys.push_back(key);
   }
   fit.evaluations = p.evaluations();

@@ -53,7 +53,7 @@ struct EngineFitError {
 struct EngineFit {
   EngineProfile fitted;
   std::vector<EngineFitKey> keys;
-  std::vector<EngineFitError> fit_half, held_out_start, held_out;  // per file
+  std::vector<EngineFitError> held_out_start, held_out;  // per file, before and after
   int evaluations = 0;
   std::string result;  // how the values were found
 };
